@@ -1,0 +1,158 @@
+"""Typed engine errors: every failure the engine reports names the node or tensor it concerns.
+
+Two families matter to callers. `GraphError`s say a graph cannot be loaded or run as written (found at
+load or plan time); `RequestError`s say a particular run's feeds/fetches are wrong; `ExecutionError`s
+say a kernel failed while running. Nothing here knows about HTTP: the service maps these classes to
+status codes in one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "EngineError",
+    "GraphError",
+    "GraphParseError",
+    "DuplicateNodeError",
+    "MissingInputError",
+    "InvalidInputError",
+    "UnsupportedOpError",
+    "InvalidAttrError",
+    "GraphCycleError",
+    "KernelNotFoundError",
+    "DuplicateKernelError",
+    "RequestError",
+    "UnknownTensorError",
+    "UnfedPlaceholderError",
+    "FeedError",
+    "FeedDtypeError",
+    "FeedShapeError",
+    "ExecutionError",
+]
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises."""
+
+
+# --- graphs that cannot be loaded or planned -----------------------------------------------------------
+
+
+class GraphError(EngineError):
+    """The graph itself is invalid or uses something the engine does not support."""
+
+
+class GraphParseError(GraphError):
+    """The bytes or text are not a GraphDef."""
+
+
+class DuplicateNodeError(GraphError):
+    def __init__(self, names: Iterable[str]):
+        self.names = sorted(set(names))
+        super().__init__(f"duplicate node names in graph: {', '.join(repr(n) for n in self.names)}")
+
+
+class MissingInputError(GraphError):
+    def __init__(self, node: str, input_name: str):
+        self.node, self.input_name = node, input_name
+        super().__init__(f"node '{node}' has input '{input_name}', but the graph has no such node")
+
+
+class InvalidInputError(GraphError):
+    """An input names a node that exists but an output index that does not, or is malformed."""
+
+    def __init__(self, node: str, input_name: str, reason: str):
+        self.node, self.input_name = node, input_name
+        super().__init__(f"node '{node}' input '{input_name}': {reason}")
+
+
+class UnsupportedOpError(GraphError):
+    """Ops with no kernel; `ops` maps each op type to the nodes that use it."""
+
+    def __init__(self, ops: Mapping[str, Iterable[str]], device: str | None = None):
+        self.ops = {op: sorted(nodes) for op, nodes in sorted(ops.items())}
+        where = f" on device '{device}'" if device else ""
+        parts = []
+        for op, nodes in self.ops.items():
+            shown = ", ".join(repr(n) for n in nodes[:5])
+            more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
+            parts.append(f"{op} (nodes {shown}{more})")
+        super().__init__(f"unsupported ops{where}: {'; '.join(parts)}")
+
+
+class InvalidAttrError(GraphError):
+    def __init__(self, node: str, op: str, attr: str, reason: str):
+        self.node, self.op, self.attr = node, op, attr
+        super().__init__(f"node '{node}' ({op}): attr '{attr}' {reason}")
+
+
+class GraphCycleError(GraphError):
+    def __init__(self, nodes: Iterable[str]):
+        self.nodes = list(nodes)
+        shown = " -> ".join(self.nodes[:10]) + (" -> ..." if len(self.nodes) > 10 else "")
+        super().__init__(f"graph has a cycle outside a loop construct: {shown}")
+
+
+class KernelNotFoundError(GraphError):
+    def __init__(self, op: str, device: str):
+        self.op, self.device = op, device
+        super().__init__(f"no kernel registered for op '{op}' on device '{device}'")
+
+
+class DuplicateKernelError(EngineError):
+    def __init__(self, op: str, device: str):
+        self.op, self.device = op, device
+        super().__init__(f"a kernel for op '{op}' on device '{device}' is already registered")
+
+
+# --- requests that do not fit the graph --------------------------------------------------------------
+
+
+class RequestError(EngineError):
+    """A run's feeds, fetches or targets do not fit the graph."""
+
+
+class UnknownTensorError(RequestError):
+    def __init__(self, name: str, reason: str = "the graph has no such tensor"):
+        self.name = name
+        super().__init__(f"tensor '{name}': {reason}")
+
+
+class UnfedPlaceholderError(RequestError):
+    def __init__(self, name: str, dtype: str, shape: str):
+        self.name, self.dtype, self.shape = name, dtype, shape
+        super().__init__(
+            f"You must feed a value for placeholder tensor '{name}' with dtype {dtype} and shape {shape}"
+        )
+
+
+class FeedError(RequestError):
+    """A fed value cannot be used for its tensor."""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        super().__init__(message)
+
+
+class FeedDtypeError(FeedError):
+    def __init__(self, name: str, expected: str, got: str):
+        self.expected, self.got = expected, got
+        super().__init__(name, f"feed '{name}' expects dtype {expected}, got {got}")
+
+
+class FeedShapeError(FeedError):
+    def __init__(self, name: str, expected: str, got: str):
+        self.expected, self.got = expected, got
+        super().__init__(name, f"feed '{name}' expects shape {expected}, got {got}")
+
+
+# --- failures while running ----------------------------------------------------------------------------
+
+
+class ExecutionError(EngineError):
+    """A kernel failed; the message ends with TensorFlow's `[[{{node NAME}}]]` marker."""
+
+    def __init__(self, node: str, op: str, device: str, message: str):
+        self.node, self.op, self.device = node, op, device
+        super().__init__(f"{op} on {device} failed: {message}\n\t [[{{{{node {node}}}}}]]")

@@ -1,0 +1,39 @@
+"""The executor: runs a plan's instructions in order over a list of slots.
+
+It is deliberately a short loop; everything that can be decided ahead of time (which kernel, which
+attrs, which slots, when to free) was decided when the plan was compiled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.errors import EngineError, ExecutionError
+from engine.plan import Plan
+
+__all__ = ["execute"]
+
+
+def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
+    """Run `plan` with `feed_values` (in `plan.feeds` order); returns values in `plan.fetches` order.
+
+    A kernel failure is re-raised as ExecutionError naming the node and op.
+    """
+    slots = list(plan.initial)
+    for spec, value in zip(plan.feeds, feed_values):
+        slots[spec.slot] = value
+    ins = None
+    try:
+        for ins in plan.instructions:
+            results = ins.fn(*[slots[i] for i in ins.inputs])
+            for slot, value in zip(ins.outputs, results):
+                slots[slot] = value
+            for slot in ins.frees:
+                slots[slot] = None
+    except EngineError:
+        raise
+    except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
+        message = str(e) or type(e).__name__
+        raise ExecutionError(ins.node, ins.op, plan.device, message) from e
+    return [slots[s] for s in plan.fetch_slots]

@@ -1,0 +1,268 @@
+"""A plan: one signature of a graph compiled into plain data that a short loop executes.
+
+A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for outputs nobody reads;
+constants (Const nodes and everything folded from them at build time) sit in preset slots; feeds are
+written into their slots before the loop; each instruction calls a bound kernel on its input slots,
+stores its outputs, and frees the slots it was the last reader of. Identity-like ops and NoOps never
+become instructions: their outputs alias their inputs' slots.
+
+    >>> print(compile_plan(graph, ["x:0"], ["out:0"]))
+    %3 = MatMul(%1, %2)            # dense/MatMul
+    %4 = BiasAdd(%3, %5)  free %3  # dense/BiasAdd
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import kernels
+from engine import dtypes
+from engine.errors import ExecutionError, UnfedPlaceholderError, UnknownTensorError
+from engine.graph import Graph, Node, TensorRef, parse_tensor_name
+from engine.prune import prune_to_signature
+from kernels.core import IDENTITY_OPS
+
+__all__ = ["PlanOptions", "FeedSpec", "Instruction", "Plan", "compile_plan", "format_shape"]
+
+PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2"})
+SINK = 0
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """How plans are built."""
+
+    constant_folding: bool = True
+    # A folded result larger than this stays a runtime instruction (e.g. a huge Fill of zeros).
+    constant_folding_max_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FeedSpec:
+    """A fed tensor: its slot, and the dtype and shape its Placeholder declares (None when unknown)."""
+
+    name: str
+    slot: int
+    dtype: np.dtype | None
+    shape: tuple[int | None, ...] | None
+
+
+@dataclass(frozen=True)
+class Instruction:
+    fn: Callable[..., tuple]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    frees: tuple[int, ...]
+    node: str
+    op: str
+
+    def __str__(self) -> str:
+        outs = ", ".join("_" if s == SINK else f"%{s}" for s in self.outputs) or "()"
+        ins = ", ".join(f"%{s}" for s in self.inputs)
+        free = f"  free {' '.join(f'%{s}' for s in self.frees)}" if self.frees else ""
+        return f"{outs} = {self.op}({ins}){free}  # {self.node}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compiled signature. `initial` holds every slot's value before a run (constants, else None)."""
+
+    device: str
+    feeds: tuple[FeedSpec, ...]
+    fetches: tuple[str, ...]
+    targets: tuple[str, ...]
+    instructions: tuple[Instruction, ...]
+    initial: tuple[Any, ...]
+    fetch_slots: tuple[int, ...]
+    feed_index: dict[str, int] = field(repr=False)
+    fetch_index: dict[str, int] = field(repr=False)
+
+    def __str__(self) -> str:
+        lines = [f"plan on {self.device}: {len(self.instructions)} instructions, {len(self.initial)} slots"]
+        lines += [f"  feed %{f.slot} <- {f.name}" for f in self.feeds]
+        lines += [f"  {ins}" for ins in self.instructions]
+        lines += [f"  fetch {name} <- %{slot}" for name, slot in zip(self.fetches, self.fetch_slots)]
+        return "\n".join(lines)
+
+
+def format_shape(shape: tuple[int | None, ...] | None) -> str:
+    """A shape as TensorFlow prints it in messages: [?,4], or <unknown>."""
+    if shape is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _resolve_refs(graph: Graph, names: Sequence[str]) -> list[TensorRef]:
+    refs = []
+    for name in names:
+        try:
+            ref = parse_tensor_name(name)
+        except ValueError as e:
+            raise UnknownTensorError(str(name), str(e)) from None
+        if ref.node not in graph:
+            raise UnknownTensorError(str(ref), "the graph has no such node")
+        if not graph.has_tensor(ref):
+            count = graph.output_counts[ref.node]
+            raise UnknownTensorError(str(ref), f"node '{ref.node}' has {count} output(s)")
+        refs.append(ref)
+    return refs
+
+
+def _readonly(value: Any) -> np.ndarray:
+    # Constants are shared by every run: read-only arrays make an in-place kernel fail loudly instead
+    # of corrupting later runs, and views of them that reach a caller are copied (see Session).
+    arr = np.asarray(value)
+    arr.flags.writeable = False
+    return arr
+
+
+class _Builder:
+    """Mutable state while one plan is compiled."""
+
+    def __init__(self, graph: Graph, device: str, options: PlanOptions):
+        self.graph, self.device, self.options = graph, device, options
+        self.xp = np  # the device's array module; cupy joins with the GPU backend
+        self.slot_of: dict[TensorRef, int] = {}
+        self.initial: list[Any] = [None]  # slot 0: the sink
+        self.constant: set[int] = set()
+        self.steps: list[tuple[Callable, tuple[int, ...], tuple[int, ...], Node]] = []
+
+    def new_slot(self, value: Any = None) -> int:
+        self.initial.append(value)
+        return len(self.initial) - 1
+
+    def constant_slot(self, value: Any) -> int:
+        slot = self.new_slot(_readonly(value))
+        self.constant.add(slot)
+        return slot
+
+    def add_node(self, node: Node) -> None:
+        outputs = [TensorRef(node.name, i) for i in range(self.graph.output_counts[node.name])]
+        if all(ref in self.slot_of for ref in outputs) and outputs:
+            return  # every output is fed
+        if node.op in PLACEHOLDER_OPS:
+            raise UnfedPlaceholderError(
+                node.name,
+                dtypes.tf_name_of_numpy(node.attrs.get("dtype", np.float32)),
+                format_shape(node.attrs.get("shape")),
+            )
+        if node.op in IDENTITY_OPS or node.op == "IdentityN":
+            for ref, source in zip(outputs, node.inputs):
+                self.slot_of.setdefault(ref, self.slot_of[source])
+            return
+        if node.op == "NoOp":
+            return
+        in_slots = tuple(self.slot_of[ref] for ref in node.inputs)
+        if node.op == "Const":
+            self.slot_of.setdefault(outputs[0], self.constant_slot(node.attrs["value"]))
+            return
+        kdef = kernels.lookup(node.op, self.device)
+        if self._try_fold(node, kdef, in_slots, outputs):
+            return
+        fn = kdef.bind(self.xp, node.attrs)
+        out_slots = []
+        for ref in outputs:
+            if ref in self.slot_of:  # fed: the run must not overwrite the fed value
+                out_slots.append(SINK)
+            else:
+                self.slot_of[ref] = self.new_slot()
+                out_slots.append(self.slot_of[ref])
+        self.steps.append((fn, in_slots, tuple(out_slots), node))
+
+    def _try_fold(self, node: Node, kdef: kernels.KernelDef, in_slots: tuple[int, ...], outputs) -> bool:
+        if not self.options.constant_folding or kdef.stateful:
+            return False
+        if not all(s in self.constant for s in in_slots):
+            return False
+        cpu = kernels.lookup(node.op, "cpu") if kernels.has_op(node.op, "cpu") else None
+        if cpu is None or cpu.stateful:
+            return False
+        try:
+            values = cpu.bind(np, node.attrs)(*[self.initial[s] for s in in_slots])
+        except Exception as e:
+            raise ExecutionError(node.name, node.op, "cpu (constant folding)", str(e)) from e
+        values = [np.asarray(v) for v in values]
+        if sum(v.nbytes for v in values) > self.options.constant_folding_max_bytes:
+            return False
+        for ref, value in zip(outputs, values):
+            self.slot_of.setdefault(ref, self.constant_slot(value))
+        return True
+
+    def instructions(self, keep: set[int]) -> tuple[Instruction, ...]:
+        """Instructions with last-use frees; slots in `keep` (fetches, constants) are never freed."""
+        last_use: dict[int, int] = {}
+        for i, (_, ins, _, _) in enumerate(self.steps):
+            for s in ins:
+                last_use[s] = i
+        frees: dict[int, list[int]] = {}
+        for slot, i in last_use.items():
+            if slot not in keep:
+                frees.setdefault(i, []).append(slot)
+        for i, (_, _, outs, _) in enumerate(self.steps):
+            # Outputs nobody reads are dropped right away.
+            dead = [s for s in outs if s != SINK and s not in last_use and s not in keep]
+            if dead:
+                frees.setdefault(i, []).extend(dead)
+        return tuple(
+            Instruction(fn, ins, outs, tuple(sorted(frees.get(i, ()))), node.name, node.op)
+            for i, (fn, ins, outs, node) in enumerate(self.steps)
+        )
+
+
+def compile_plan(
+    graph: Graph,
+    feeds: Sequence[str],
+    fetches: Sequence[str],
+    targets: Sequence[str] = (),
+    *,
+    device: str = "cpu",
+    options: PlanOptions | None = None,
+) -> Plan:
+    """Prune `graph` to the signature, fold constants, and lay out slots and instructions.
+
+    Raises UnknownTensorError for names the graph lacks and UnfedPlaceholderError for a needed
+    Placeholder that is not fed.
+    """
+    options = options or PlanOptions()
+    feed_refs = sorted(set(_resolve_refs(graph, feeds)))
+    fetch_refs = list(dict.fromkeys(_resolve_refs(graph, fetches)))
+    for target in targets:
+        if target.lstrip("^") not in graph:
+            raise UnknownTensorError(target, "the graph has no such node to run as a target")
+    target_names = tuple(dict.fromkeys(t.lstrip("^") for t in targets))
+
+    b = _Builder(graph, device, options)
+    feed_specs = []
+    for ref in feed_refs:
+        b.slot_of[ref] = b.new_slot()
+        node = graph.node(ref.node)
+        declared = node.op in PLACEHOLDER_OPS or node.op == "PlaceholderWithDefault"
+        feed_specs.append(
+            FeedSpec(
+                str(ref),
+                b.slot_of[ref],
+                node.attrs.get("dtype") if declared else None,
+                node.attrs.get("shape") if declared else None,
+            )
+        )
+    for node in prune_to_signature(graph, feed_refs, fetch_refs, target_names):
+        b.add_node(node)
+
+    fetch_slots = tuple(b.slot_of[ref] for ref in fetch_refs)
+    instructions = b.instructions(keep=set(fetch_slots) | b.constant | {SINK})
+    fetch_names = tuple(str(ref) for ref in fetch_refs)
+    return Plan(
+        device=device,
+        feeds=tuple(feed_specs),
+        fetches=fetch_names,
+        targets=target_names,
+        instructions=instructions,
+        initial=tuple(b.initial),
+        fetch_slots=fetch_slots,
+        feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
+        fetch_index={name: i for i, name in enumerate(fetch_names)},
+    )

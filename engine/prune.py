@@ -1,0 +1,52 @@
+"""Pruning a graph to one signature: the nodes that fetches and targets need, cut at the fed tensors.
+
+As in TensorFlow's DirectSession: reverse reachability from the fetched tensors' nodes and the target
+nodes, through data and control inputs, never walking past a fed tensor.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from engine.graph import Graph, Node, TensorRef
+
+__all__ = ["prune_to_signature"]
+
+
+def prune_to_signature(
+    graph: Graph, feeds: Iterable[TensorRef], fetches: Iterable[TensorRef], targets: Iterable[str]
+) -> list[Node]:
+    """The needed nodes in a topological order (ties kept in GraphDef order)."""
+    fed = frozenset(feeds)
+    stack = [ref.node for ref in fetches if ref not in fed]
+    stack.extend(targets)
+    needed: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        node = graph.node(name)
+        stack.extend(ref.node for ref in node.inputs if ref not in fed)
+        stack.extend(node.control_inputs)
+
+    order = {node.name: i for i, node in enumerate(graph.nodes) if node.name in needed}
+    pending: dict[str, int] = {}
+    consumers: dict[str, list[str]] = {name: [] for name in order}
+    for name in order:
+        node = graph.node(name)
+        sources = {ref.node for ref in node.inputs if ref not in fed} | set(node.control_inputs)
+        pending[name] = len(sources)
+        for source in sources:
+            consumers[source].append(name)
+    ready = deque(name for name in order if pending[name] == 0)
+    result = []
+    while ready:
+        name = ready.popleft()
+        result.append(graph.node(name))
+        for consumer in sorted(consumers[name], key=order.__getitem__):
+            pending[consumer] -= 1
+            if pending[consumer] == 0:
+                ready.append(consumer)
+    return result

@@ -1,0 +1,169 @@
+"""A Session runs one graph on one device, caching one compiled plan per feed/fetch/target signature.
+
+    >>> sess = engine.Session(engine.load_graph("model.pb"), device="cpu")
+    >>> y, z = sess.run(["out:0", "layer2/z:0"], {"x:0": x})
+    >>> sess.run([], {"x:0": x}, targets=["init"])
+
+Any tensor can be fed, not only placeholders: feeding an intermediate tensor cuts the graph above it.
+Feeds of placeholders are checked against the declared dtype and shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import kernels
+from engine import dtypes, validate
+from engine.cache import CacheStats, ExecutorCache
+from engine.errors import FeedDtypeError, FeedError, FeedShapeError, UnknownTensorError
+from engine.executor import execute
+from engine.graph import Graph, parse_tensor_name
+from engine.graph_io import GraphSource, load_graph
+from engine.plan import FeedSpec, Plan, PlanOptions, compile_plan, format_shape
+
+__all__ = ["Session", "SessionOptions"]
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Options of one Session; the server builds these from its settings."""
+
+    # Plans kept per session; the least recently used one is dropped beyond this.
+    cache_capacity: int = 64
+    plan: PlanOptions = field(default_factory=PlanOptions)
+
+
+def _canonical(name: str) -> str:
+    try:
+        return str(parse_tensor_name(name))
+    except (ValueError, TypeError) as e:
+        raise UnknownTensorError(str(name), str(e)) from None
+
+
+def _check_feed(spec: FeedSpec, value: Any) -> Any:
+    """The fed value as an array of the declared dtype and a compatible shape, or a FeedError."""
+    if spec.dtype is None:
+        return value if isinstance(value, np.ndarray) else np.asarray(value)
+    expected = spec.dtype
+    if isinstance(value, np.ndarray):
+        if value.dtype != expected:
+            is_text = value.dtype.kind in "SUO" and expected == np.dtype(object)
+            if not is_text:
+                raise FeedDtypeError(spec.name, dtypes.tf_name_of_numpy(expected), dtypes.tf_name_of_numpy(value.dtype))
+            value = value.astype(object)
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value, dtype=expected)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise FeedError(spec.name, f"feed '{spec.name}' cannot be converted to {dtypes.tf_name_of_numpy(expected)}: {e}") from None
+    if spec.shape is not None:
+        if arr.ndim != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, arr.shape)):
+            raise FeedShapeError(spec.name, format_shape(spec.shape), format_shape(arr.shape))
+    return arr
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """A plan bound to one spelling of a signature: where each feed (in feed_dict order) and each
+    fetch (in request order) sits in the plan."""
+
+    key: tuple
+    plan: Plan
+    feed_positions: tuple[int, ...]
+    fetch_positions: tuple[int, ...]
+
+
+def _deliver(value: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    # A fetched view of a constant is read-only; callers get an array they own.
+    return arr if arr.flags.writeable else arr.copy()
+
+
+class Session:
+    """Runs a graph; see the module docstring."""
+
+    def __init__(self, graph: Graph | GraphSource, device: str = "cpu", options: SessionOptions | None = None):
+        self.graph = graph if isinstance(graph, Graph) else load_graph(graph)
+        if device not in kernels.DEVICES:
+            raise ValueError(f"unknown device '{device}'; expected one of {list(kernels.DEVICES)}")
+        if device != "cpu":
+            raise ValueError(f"device '{device}' is not available in this build (the GPU backend is not installed)")
+        self.device = device
+        self.options = options or SessionOptions()
+        validate.check_supported(self.graph.nodes, device)
+        self._cache: ExecutorCache[Plan] = ExecutorCache(self.options.cache_capacity)
+        self._bindings: dict[tuple, _Binding] = {}
+
+    def _signature_key(self, feeds, fetches, targets) -> tuple:
+        return (
+            tuple(sorted({_canonical(n) for n in feeds})),
+            tuple(sorted({_canonical(n) for n in fetches})),
+            tuple(sorted({t.lstrip("^") for t in targets})),
+        )
+
+    def _plan(self, key: tuple) -> Plan:
+        return self._cache.get_or_create(
+            key,
+            lambda: compile_plan(self.graph, key[0], key[1], key[2], device=self.device, options=self.options.plan),
+        )
+
+    def plan_for(self, feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str] = ()) -> Plan:
+        """The cached plan of a signature (built on first use); names in any order or spelling."""
+        return self._plan(self._signature_key(feeds, fetches, targets))
+
+    def _bind(self, feed_names: tuple, fetch_names: tuple, targets: tuple) -> _Binding:
+        canonical_feeds = [_canonical(n) for n in feed_names]
+        if len(set(canonical_feeds)) != len(canonical_feeds):
+            seen: dict[str, str] = {}
+            for name, canonical in zip(feed_names, canonical_feeds):
+                if canonical in seen:
+                    raise FeedError(canonical, f"tensor '{canonical}' is fed more than once ('{seen[canonical]}' and '{name}')")
+                seen[canonical] = name
+        canonical_fetches = [_canonical(n) for n in fetch_names]
+        key = self._signature_key(canonical_feeds, canonical_fetches, targets)
+        plan = self._plan(key)
+        return _Binding(
+            key,
+            plan,
+            tuple(plan.feed_index[c] for c in canonical_feeds),
+            tuple(plan.fetch_index[c] for c in canonical_fetches),
+        )
+
+    def run(
+        self,
+        fetches: Sequence[str] | str,
+        feed_dict: Mapping[str, Any] | None = None,
+        targets: Sequence[str] = (),
+    ) -> list[np.ndarray] | np.ndarray:
+        """Compute `fetches` (a list of tensor names, or one name) given `feed_dict`, also running
+        `targets` for effect. Returns numpy arrays in fetch order (one array for a single name)."""
+        single = isinstance(fetches, str)
+        fetch_names = (fetches,) if single else tuple(fetches)
+        feed_dict = feed_dict or {}
+        targets = (targets,) if isinstance(targets, str) else tuple(targets)
+
+        # Fast path: the same spelling of a signature as an earlier call skips parsing and sorting.
+        raw_key = (tuple(feed_dict), fetch_names, targets)
+        binding = self._bindings.get(raw_key)
+        if binding is None or not self._cache.touch(binding.key):
+            binding = self._bind(*raw_key)
+            if len(self._bindings) >= 4 * self.options.cache_capacity:
+                self._bindings.clear()
+            self._bindings[raw_key] = binding
+
+        plan = binding.plan
+        values = [None] * len(plan.feeds)
+        for position, value in zip(binding.feed_positions, feed_dict.values()):
+            values[position] = _check_feed(plan.feeds[position], value)
+        outputs = execute(plan, values)
+        results = [_deliver(outputs[i]) for i in binding.fetch_positions]
+        return results[0] if single else results
+
+    def cache_stats(self) -> CacheStats:
+        """Executor cache counters (hits, misses, entries, evictions, build seconds)."""
+        return self._cache.stats()

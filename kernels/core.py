@@ -1,0 +1,40 @@
+"""Kernels of the ops that move tensors without computing: constants, placeholders and identities.
+
+The planner turns Const into a preset slot and aliases the identity family away, so these bodies run
+only when such a node is evaluated directly (constant folding, or a fed PlaceholderWithDefault's
+default being fetched on its own).
+"""
+
+from __future__ import annotations
+
+from kernels.registry import kernel
+
+# Ops the planner never turns into instructions: their output is their (first) input.
+IDENTITY_OPS = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradient", "PlaceholderWithDefault"})
+
+
+@kernel("Const")
+def const(xp, *, value, dtype=None):
+    """A constant's value, moved to the device's array module."""
+    return (xp.asarray(value),)
+
+
+@kernel("Placeholder")
+def placeholder(xp, *, dtype, shape=None):
+    """Placeholders are always fed; the planner raises UnfedPlaceholderError before this could run."""
+    raise RuntimeError("placeholder was not fed")
+
+
+@kernel(*sorted(IDENTITY_OPS))
+def identity(xp, x):
+    return (x,)
+
+
+@kernel("IdentityN", outputs=lambda attrs: len(attrs.get("T") or ()))
+def identity_n(xp, *xs):
+    return tuple(xs)
+
+
+@kernel("NoOp")
+def no_op(xp):
+    return ()

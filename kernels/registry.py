@@ -1,0 +1,171 @@
+"""The kernel registry: op kernels as pure functions, keyed by (op type, device).
+
+A kernel takes the array module first (`xp`: numpy on CPU, cupy on GPU), then the node's input arrays
+as positional arguments, then the node's attrs as keyword-only arguments named exactly as TensorFlow
+names them, and returns a tuple with one array per output. Attrs are decoded and bound once, when a
+plan is built (`KernelDef.bind`), so the executor only calls `bound(*inputs)`.
+
+    @kernel("Softmax")
+    def softmax(xp, logits):
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        e = xp.exp(shifted)
+        return (e / e.sum(axis=-1, keepdims=True),)
+
+Keyword-only parameters without defaults are required attrs; a `Literal[...]` annotation lists the
+values an attr may take, and binding rejects others. Kernels must never modify their inputs: constant
+arrays are shared between runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DEVICES",
+    "AttrParam",
+    "AttrBindError",
+    "KernelDef",
+    "kernel",
+    "register",
+    "lookup",
+    "has_op",
+    "registered_ops",
+]
+
+DEVICES = ("cpu", "gpu")
+
+OutputCount = int | Callable[[Mapping[str, Any]], int]
+
+
+class AttrBindError(ValueError):
+    """An attr is missing or has a value the kernel does not accept; the engine adds the node name."""
+
+    def __init__(self, attr: str, reason: str):
+        self.attr, self.reason = attr, reason
+        super().__init__(f"attr '{attr}' {reason}")
+
+
+@dataclass(frozen=True)
+class AttrParam:
+    """One attr a kernel reads: its name, default (`REQUIRED` if none) and allowed values (or None)."""
+
+    name: str
+    default: Any
+    allowed: tuple[Any, ...] | None
+
+    REQUIRED: typing.ClassVar[object] = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """A registered kernel: its function and what the planner needs to know about it."""
+
+    op: str
+    device: str
+    fn: Callable[..., tuple]
+    outputs: OutputCount
+    stateful: bool
+    attr_params: tuple[AttrParam, ...]
+
+    def num_outputs(self, attrs: Mapping[str, Any]) -> int:
+        """How many outputs a node of this op with these attrs has."""
+        return self.outputs(attrs) if callable(self.outputs) else self.outputs
+
+    def bind_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments the kernel takes from `attrs`; AttrBindError if one is missing or bad."""
+        bound = {}
+        for p in self.attr_params:
+            if p.name in attrs and attrs[p.name] is not None:
+                value = attrs[p.name]
+            elif p.default is AttrParam.REQUIRED:
+                raise AttrBindError(p.name, "is required but missing")
+            else:
+                continue
+            if p.allowed is not None and value not in p.allowed:
+                raise AttrBindError(p.name, f"is {value!r}; expected one of {list(p.allowed)}")
+            bound[p.name] = value
+        return bound
+
+    def bind(self, xp: Any, attrs: Mapping[str, Any]) -> Callable[..., tuple]:
+        """The kernel with its array module and attrs fixed: call it with the input arrays only."""
+        return functools.partial(self.fn, xp, **self.bind_attrs(attrs))
+
+
+_REGISTRY: dict[tuple[str, str], KernelDef] = {}
+
+
+def _attr_params(fn: Callable) -> tuple[AttrParam, ...]:
+    sig = inspect.signature(fn, eval_str=True)
+    params = []
+    for p in sig.parameters.values():
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY:
+            continue
+        allowed = None
+        if typing.get_origin(p.annotation) is typing.Literal:
+            allowed = typing.get_args(p.annotation)
+        params.append(AttrParam(p.name, p.default, allowed))
+    return tuple(params)
+
+
+def register(
+    op: str,
+    fn: Callable[..., tuple],
+    *,
+    devices: tuple[str, ...] = DEVICES,
+    outputs: OutputCount = 1,
+    stateful: bool = False,
+) -> None:
+    """Register `fn` as the kernel of `op` on each of `devices`."""
+    params = _attr_params(fn)
+    for device in devices:
+        if device not in DEVICES:
+            raise ValueError(f"unknown device '{device}' for op '{op}'")
+        key = (op, device)
+        if key in _REGISTRY:
+            from engine.errors import DuplicateKernelError  # engine imports kernels: import late
+
+            raise DuplicateKernelError(op, device)
+        _REGISTRY[key] = KernelDef(op, device, fn, outputs, stateful, params)
+
+
+def kernel(
+    *ops: str,
+    devices: tuple[str, ...] = DEVICES,
+    outputs: OutputCount = 1,
+    stateful: bool = False,
+) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
+    """Decorator form of `register`: `@kernel("Add", "AddV2")` registers one body for several ops."""
+
+    def decorate(fn: Callable[..., tuple]) -> Callable[..., tuple]:
+        for op in ops:
+            register(op, fn, devices=devices, outputs=outputs, stateful=stateful)
+        return fn
+
+    return decorate
+
+
+def lookup(op: str, device: str) -> KernelDef:
+    """The kernel for (op, device); KernelNotFoundError when there is none."""
+    try:
+        return _REGISTRY[(op, device)]
+    except KeyError:
+        from engine.errors import KernelNotFoundError  # engine imports kernels: import late
+
+        raise KernelNotFoundError(op, device) from None
+
+
+def has_op(op: str, device: str | None = None) -> bool:
+    """Whether `op` has a kernel on `device` (on any device when None)."""
+    if device is not None:
+        return (op, device) in _REGISTRY
+    return any((op, d) in _REGISTRY for d in DEVICES)
+
+
+def registered_ops(device: str | None = None) -> set[str]:
+    """Every op type with a kernel on `device` (on any device when None)."""
+    return {op for (op, d) in _REGISTRY if device is None or d == device}

@@ -1,0 +1,1 @@
+"""tensorgate's service layer: the command line now, the HTTP server next."""
