@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from engine.errors import EngineError, ExecutionError
 from engine.plan import Plan
 
@@ -23,17 +25,22 @@ def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
     slots = list(plan.initial)
     for spec, value in zip(plan.feeds, feed_values):
         slots[spec.slot] = value
-    ins = None
-    try:
-        for ins in plan.instructions:
-            results = ins.fn(*[slots[i] for i in ins.inputs])
-            for slot, value in zip(ins.outputs, results):
-                slots[slot] = value
-            for slot in ins.frees:
-                slots[slot] = None
-    except EngineError:
-        raise
-    except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
-        message = str(e) or type(e).__name__
-        raise ExecutionError(ins.node, ins.op, plan.device, message) from e
+    step = 0
+    # IEEE results (1/0 -> inf, log(0) -> -inf, NaN casts) are values in TensorFlow, not warnings.
+    with np.errstate(all="ignore"):
+        try:
+            for step, (fn, inputs, out, single, frees) in enumerate(plan.program):
+                results = fn(*[slots[i] for i in inputs])
+                if single:
+                    slots[out] = results[0]
+                else:
+                    for slot, value in zip(out, results):
+                        slots[slot] = value
+                for slot in frees:
+                    slots[slot] = None
+        except EngineError:
+            raise
+        except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
+            ins = plan.instructions[step]
+            raise ExecutionError(ins.node, ins.op, plan.device, str(e) or type(e).__name__) from e
     return [slots[s] for s in plan.fetch_slots]

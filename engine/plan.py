@@ -80,6 +80,16 @@ class Plan:
     fetch_slots: tuple[int, ...]
     feed_index: dict[str, int] = field(repr=False)
     fetch_index: dict[str, int] = field(repr=False)
+    # The instructions as plain tuples (fn, inputs, output slot or slots, single-output?, frees): what
+    # the executor's loop unpacks, cheaper than attribute lookups on every step.
+    program: tuple[tuple, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        steps = tuple(
+            (i.fn, i.inputs, i.outputs[0] if len(i.outputs) == 1 else i.outputs, len(i.outputs) == 1, i.frees)
+            for i in self.instructions
+        )
+        object.__setattr__(self, "program", steps)
 
     def __str__(self) -> str:
         lines = [f"plan on {self.device}: {len(self.instructions)} instructions, {len(self.initial)} slots"]

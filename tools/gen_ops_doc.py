@@ -30,7 +30,7 @@ def render() -> str:
         "",
     ]
     for module in sorted(by_module):
-        doc = (sys.modules[module].__doc__ or "").strip().splitlines()[0]
+        doc = " ".join((sys.modules[module].__doc__ or "").strip().split("\n\n")[0].split())
         lines += [f"## `{module}`", "", doc, "", ", ".join(f"`{op}`" for op in by_module[module]), ""]
     return "\n".join(lines)
 

@@ -1,0 +1,163 @@
+"""Kernels of the ops that join tensors into one or split one into several along an axis.
+
+ConcatV2 and Concat join along an existing axis (V2 takes the axis as its LAST input, v1 as its
+FIRST); Pack stacks along a new axis and Unpack undoes it; Split cuts into equal parts and SplitV into
+parts of given sizes. Split outputs are views of their input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.registry import kernel
+
+__all__ = ["concat_v2", "concat", "pack", "unpack", "split", "split_v"]
+
+
+def _host(a: Any) -> Any:
+    """A small array as Python ints (a list, or an int for a scalar); `tolist` works for numpy and cupy."""
+    return a.tolist()
+
+
+def _fmt(dims: Any) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _axis_scalar(axis: Any, name: str) -> int:
+    value = _host(axis)
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise ValueError(f"{name} tensor should be a scalar integer, got shape {_fmt(axis.shape)}")
+        value = value[0]
+    return value
+
+
+def _concat(xp: Any, values: tuple, axis: Any) -> tuple:
+    rank = values[0].ndim
+    if rank == 0:
+        raise ValueError("ConcatOp : Can't concatenate scalars (use tf.stack instead)")
+    a = _axis_scalar(axis, "concat_dim")
+    if not -rank <= a < rank:
+        raise ValueError(
+            f"ConcatOp : Expected concatenating dimensions in the range [{-rank}, {rank}), but got {a}"
+        )
+    a %= rank
+    first = values[0].shape
+    for i, v in enumerate(values[1:], start=1):
+        if v.ndim != rank:
+            raise ValueError(
+                f"ConcatOp : Ranks of all input tensors should match: shape[0] = {_fmt(first)} "
+                f"vs. shape[{i}] = {_fmt(v.shape)}"
+            )
+        for d in range(rank):
+            if d != a and v.shape[d] != first[d]:
+                raise ValueError(
+                    f"ConcatOp : Dimension {d} in both shapes must be equal: shape[0] = {_fmt(first)} "
+                    f"vs. shape[{i}] = {_fmt(v.shape)}"
+                )
+    if len(values) == 1:
+        return (values[0],)  # TensorFlow forwards a lone input unchanged
+    return (xp.concatenate(values, axis=a),)
+
+
+@kernel("ConcatV2")
+def concat_v2(xp: Any, *values_and_axis: Any) -> tuple:
+    """The N `values` joined along `axis`, which is the LAST input."""
+    *values, axis = values_and_axis
+    return _concat(xp, tuple(values), axis)
+
+
+@kernel("Concat")
+def concat(xp: Any, concat_dim: Any, *values: Any) -> tuple:
+    """ConcatV1: the axis is the FIRST input."""
+    return _concat(xp, values, concat_dim)
+
+
+@kernel("Pack")
+def pack(xp: Any, *values: Any, axis: int = 0) -> tuple:
+    """The N same-shaped `values` stacked along a new dim at `axis` (in [-(rank+1), rank+1))."""
+    first = values[0].shape
+    out_rank = len(first) + 1
+    if not -out_rank <= axis < out_rank:
+        raise ValueError(f"axis = {axis} not in [{-out_rank}, {out_rank})")
+    for i, v in enumerate(values[1:], start=1):
+        if v.shape != first:
+            raise ValueError(
+                f"Shapes of all inputs must match: values[0].shape = {_fmt(first)} "
+                f"!= values[{i}].shape = {_fmt(v.shape)}"
+            )
+    return (xp.stack(values, axis=axis),)
+
+
+@kernel("Unpack", outputs=lambda attrs: attrs["num"])
+def unpack(xp: Any, value: Any, *, num: int, axis: int = 0) -> tuple:
+    """`value` cut along `axis` into `num` tensors with that dim removed (views)."""
+    rank = value.ndim
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis = {axis} not in [{-rank}, {rank})")
+    axis %= rank
+    if value.shape[axis] != num:
+        raise ValueError(f"Input shape axis {axis} must equal {num}, got shape {_fmt(value.shape)}")
+    lead = (slice(None),) * axis
+    # The trailing Ellipsis keeps numpy from turning a 0-d result into a scalar.
+    return tuple(value[lead + (i, Ellipsis)] for i in range(num))
+
+
+def _split_axis(axis: Any, rank: int) -> int:
+    a = _axis_scalar(axis, "split_dim")
+    if not -rank <= a < rank:
+        raise ValueError(f"-input rank(-{rank}) <= split_dim < input rank ({rank}), but got {a}")
+    return a % rank
+
+
+def _cut(value: Any, axis: int, sizes: list[int]) -> tuple:
+    """Views of `value` along `axis`, one per size, in order."""
+    lead = (slice(None),) * axis
+    out, start = [], 0
+    for s in sizes:
+        out.append(value[lead + (slice(start, start + s),)])
+        start += s
+    return tuple(out)
+
+
+@kernel("Split", outputs=lambda attrs: attrs["num_split"])
+def split(xp: Any, split_dim: Any, value: Any, *, num_split: int) -> tuple:
+    """`value` cut along `split_dim` (the FIRST input) into `num_split` equal parts."""
+    axis = _split_axis(split_dim, value.ndim)
+    n = value.shape[axis]
+    if num_split <= 0 or n % num_split:
+        raise ValueError(
+            "Number of ways to split should evenly divide the split dimension, but got "
+            f"split_dim {axis} (size = {n}) and num_split {num_split}"
+        )
+    return _cut(value, axis, [n // num_split] * num_split)
+
+
+@kernel("SplitV", outputs=lambda attrs: attrs["num_split"])
+def split_v(xp: Any, value: Any, size_splits: Any, split_dim: Any, *, num_split: int) -> tuple:
+    """`value` cut along `split_dim` into parts of `size_splits` (one -1 takes what is left)."""
+    axis = _split_axis(split_dim, value.ndim)
+    n = value.shape[axis]
+    sizes = _host(size_splits)
+    sizes = sizes if isinstance(sizes, list) else [sizes]
+    if len(sizes) != num_split:
+        raise ValueError(f"Number of split sizes ({len(sizes)}) must equal num_split ({num_split})")
+    if num_split == 1 and sizes[0] != n:
+        # TensorFlow forwards the input for one output, and does not resolve a -1 there.
+        raise ValueError(
+            f"If there is only one output, it must have the same size as the input. "
+            f"Input size: {n} output size: {sizes[0]}"
+        )
+    unknown = [i for i, s in enumerate(sizes) if s == -1]
+    if len(unknown) > 1:
+        raise ValueError("There can only be one -1 in the input.")
+    known = sum(s for s in sizes if s != -1)
+    if any(s < -1 for s in sizes) or (known != n if not unknown else known > n):
+        raise ValueError(
+            "Determined shape must either match input shape along split_dim exactly if fully "
+            f"specified, or be less than the size of the input along split_dim if not fully specified. "
+            f"Got: {known}"
+        )
+    if unknown:
+        sizes[unknown[0]] = n - known
+    return _cut(value, axis, sizes)

@@ -1,0 +1,332 @@
+"""Kernels of the ops that read, change or build a tensor's shape without touching its values' meaning.
+
+Shape queries (Shape, ShapeN, Size, Rank), re-layouts (Reshape, Squeeze, ExpandDims, Transpose,
+BroadcastTo, Tile, Bitcast), shape checks (EnsureShape, BroadcastArgs) and shape-driven constructors
+(Fill, ZerosLike, OnesLike, Range). Shape-valued inputs are small integer arrays; they are read to
+host Python ints once per call, which on a GPU is one small device-to-host copy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernels.registry import kernel
+
+__all__ = [
+    "shape",
+    "shape_n",
+    "size",
+    "rank",
+    "reshape",
+    "squeeze",
+    "expand_dims",
+    "transpose",
+    "conjugate_transpose",
+    "fill",
+    "zeros_like",
+    "ones_like",
+    "range_",
+    "broadcast_to",
+    "broadcast_args",
+    "tile",
+    "ensure_shape",
+    "bitcast",
+]
+
+
+def _host(a: Any) -> Any:
+    """A small array as Python ints (a list, or an int for a scalar); `tolist` works for numpy and cupy."""
+    return a.tolist()
+
+
+def _host_vector(a: Any) -> list[int]:
+    """A shape-like input as a list of Python ints; a scalar counts as a one-element vector."""
+    value = _host(a)
+    return value if isinstance(value, list) else [value]
+
+
+def _fmt(dims: Any) -> str:
+    """A shape written the way TensorFlow's messages write it: [2,3]."""
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast of two shapes under numpy/TF rules; ValueError naming both when incompatible."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        da = a[-i] if i <= len(a) else 1
+        db = b[-i] if i <= len(b) else 1
+        if da != db and da != 1 and db != 1:
+            raise ValueError(f"Incompatible shapes: {_fmt(a)} vs. {_fmt(b)}")
+        out.append(db if da == 1 else da)
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shape queries
+
+
+@kernel("Shape")
+def shape(xp: Any, x: Any, *, out_type: Any = np.int32) -> tuple:
+    """The shape of `x` as a vector of `out_type` (int32 unless the graph asks for int64)."""
+    return (xp.asarray(x.shape, dtype=out_type),)
+
+
+@kernel("ShapeN", outputs=lambda attrs: attrs["N"])
+def shape_n(xp: Any, *xs: Any, out_type: Any = np.int32) -> tuple:
+    """The shapes of each of the N inputs."""
+    return tuple(xp.asarray(x.shape, dtype=out_type) for x in xs)
+
+
+@kernel("Size")
+def size(xp: Any, x: Any, *, out_type: Any = np.int32) -> tuple:
+    """The number of elements of `x` as a scalar of `out_type`."""
+    return (xp.asarray(x.size, dtype=out_type),)
+
+
+@kernel("Rank")
+def rank(xp: Any, x: Any) -> tuple:
+    """The number of dimensions of `x`; TensorFlow's Rank is always int32."""
+    return (xp.asarray(x.ndim, dtype=np.int32),)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Re-layouts
+
+
+def _reshape_target(sizes: list[int], in_shape: tuple[int, ...], in_count: int) -> tuple[int, ...]:
+    """The concrete shape for Reshape, following TensorFlow's rules for -1 and zero-sized dims.
+
+    Unlike numpy, a -1 next to a 0 is allowed: zero-sized dims are left out of both products, so
+    reshaping a [0, 3] tensor to [-1, 0] gives [3, 0], as TensorFlow does.
+    """
+    unknown = -1
+    product = 1  # product of the known non-zero sizes
+    sizes_have_zero = False
+    for d, s in enumerate(sizes):
+        if s == -1:
+            if unknown != -1:
+                raise ValueError(f"Only one input size may be -1, not both {unknown} and {d}")
+            unknown = d
+        elif s < 0:
+            raise ValueError(f"Size {d} must be non-negative, not {s}")
+        elif s == 0:
+            sizes_have_zero = True
+        else:
+            product *= s
+    target = list(sizes)
+    if unknown != -1:
+        # NOTE: when the requested shape has a zero, TensorFlow leaves the input's zero dims out too,
+        # so that the -1 can still be inferred from the non-zero dims.
+        count, input_has_zero = 1, False
+        for d in in_shape:
+            if d > 0 or not sizes_have_zero:
+                count *= d
+            else:
+                input_has_zero = True
+        missing = count // product
+        if not input_has_zero and missing * product != count:
+            raise ValueError(
+                f"Input to reshape is a tensor with {count} values, but the requested shape "
+                f"requires a multiple of {product}"
+            )
+        target[unknown] = missing
+    requested = math.prod(target)
+    if requested != in_count:
+        raise ValueError(
+            f"Input to reshape is a tensor with {in_count} values, but the requested shape has {requested}"
+        )
+    return tuple(target)
+
+
+@kernel("Reshape")
+def reshape(xp: Any, tensor: Any, shape: Any) -> tuple:
+    """`tensor` with the shape `shape`; one -1 is inferred, and 0 is a real (empty) size."""
+    if shape.ndim > 1:
+        raise ValueError(f"sizes input must be 1-D, not {_fmt(shape.shape)}")
+    target = _reshape_target(_host_vector(shape), tensor.shape, tensor.size)
+    return (tensor.reshape(target),)
+
+
+@kernel("Squeeze")
+def squeeze(xp: Any, x: Any, *, squeeze_dims: tuple[int, ...] = (), axis: tuple[int, ...] = ()) -> tuple:
+    """`x` without the size-1 dims listed (all size-1 dims when none are listed).
+
+    The GraphDef attr is `squeeze_dims`; `axis` is accepted too because tf.raw_ops spells it so.
+    """
+    dims = squeeze_dims or axis
+    if not dims:
+        return (x.reshape(tuple(d for d in x.shape if d != 1)),)
+    drop = set()
+    for d in dims:
+        if not -x.ndim <= d < x.ndim:
+            raise ValueError(f"Tried to squeeze dim index {d} for tensor with {x.ndim} dimensions.")
+        d %= x.ndim
+        if x.shape[d] != 1:
+            raise ValueError(f"Can not squeeze dim[{d}], expected a dimension of 1, got {x.shape[d]}")
+        drop.add(d)
+    return (x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in drop)),)
+
+
+@kernel("ExpandDims")
+def expand_dims(xp: Any, x: Any, dim: Any) -> tuple:
+    """`x` with a size-1 dim inserted at `dim` (in [-rank-1, rank])."""
+    values = _host_vector(dim)
+    if len(values) != 1:
+        raise ValueError(f"'dim' must be a tensor with a single value, got {len(values)} values")
+    d = values[0]
+    if not -x.ndim - 1 <= d <= x.ndim:
+        raise ValueError(f"Tried to expand dim index {d} for tensor with {x.ndim} dimensions.")
+    if d < 0:
+        d += x.ndim + 1
+    return (x.reshape(x.shape[:d] + (1,) + x.shape[d:]),)
+
+
+def _permutation(perm: Any, ndim: int) -> tuple[int, ...]:
+    axes = _host_vector(perm)
+    if len(axes) != ndim:
+        raise ValueError(
+            f"transpose expects a vector of size {ndim}. But input(1) is a vector of size {len(axes)}"
+        )
+    # TensorFlow accepts negative entries in perm and counts them from the end.
+    axes = [a + ndim if a < 0 else a for a in axes]
+    for i in range(ndim):
+        if i not in axes:
+            raise ValueError(f"{i} is missing from {{{','.join(map(str, _host_vector(perm)))}}}.")
+    return tuple(axes)
+
+
+@kernel("Transpose")
+def transpose(xp: Any, x: Any, perm: Any) -> tuple:
+    """`x` with its dims permuted by `perm` (a view)."""
+    return (xp.transpose(x, _permutation(perm, x.ndim)),)
+
+
+@kernel("ConjugateTranspose")
+def conjugate_transpose(xp: Any, x: Any, perm: Any) -> tuple:
+    """Transpose, then complex conjugate (a plain transpose for real dtypes)."""
+    y = xp.transpose(x, _permutation(perm, x.ndim))
+    return (xp.conj(y) if xp.iscomplexobj(y) else y,)
+
+
+@kernel("BroadcastTo")
+def broadcast_to(xp: Any, input: Any, shape: Any) -> tuple:
+    """`input` broadcast to `shape`; returned as a read-only view, never written by later kernels."""
+    target = tuple(_host_vector(shape))
+    if len(target) < input.ndim or _broadcast_shapes(input.shape, target) != target:
+        raise ValueError(f"Incompatible shapes: {_fmt(input.shape)} vs. {_fmt(target)}")
+    return (xp.broadcast_to(input, target),)
+
+
+@kernel("Tile")
+def tile(xp: Any, input: Any, multiples: Any) -> tuple:
+    """`input` repeated `multiples[i]` times along each dim i."""
+    reps = _host_vector(multiples)
+    if len(reps) != input.ndim:
+        raise ValueError(
+            f"Expected multiples argument to be a vector of length {input.ndim} but got length {len(reps)}"
+        )
+    for i, r in enumerate(reps):
+        if r < 0:
+            raise ValueError(f"Expected multiples[{i}] >= 0, but got {r}")
+    return (xp.tile(input, tuple(reps)),)
+
+
+@kernel("Bitcast")
+def bitcast(xp: Any, input: Any, *, type: Any) -> tuple:
+    """The bytes of `input` reinterpreted as `type`; a size change adds or removes the last dim."""
+    out_dtype = np.dtype(type)
+    in_size, out_size = input.dtype.itemsize, out_dtype.itemsize
+    x = xp.ascontiguousarray(input)
+    if in_size == out_size:
+        return (x.view(out_dtype),)
+    if in_size > out_size:
+        if in_size % out_size:
+            raise ValueError(f"Cannot bitcast from {input.dtype} to {out_dtype}")
+        # Each input element becomes a new trailing dim of in_size // out_size elements.
+        return (x.reshape(x.shape + (1,)).view(out_dtype),)
+    ratio = out_size // in_size
+    if out_size % in_size or x.ndim == 0 or x.shape[-1] != ratio:
+        raise ValueError(
+            f"Cannot bitcast from {input.dtype} to {out_dtype}: the last dimension must be {ratio}, "
+            f"got shape {_fmt(x.shape)}"
+        )
+    return (x.view(out_dtype).reshape(x.shape[:-1]),)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shape checks
+
+
+@kernel("EnsureShape")
+def ensure_shape(xp: Any, input: Any, *, shape: tuple[int | None, ...] | None = None) -> tuple:
+    """`input` unchanged, after checking it is compatible with `shape` (None dims match anything)."""
+    if shape is not None and (
+        len(shape) != input.ndim or any(s is not None and s != d for s, d in zip(shape, input.shape))
+    ):
+        raise ValueError(
+            f"Shape of tensor input {_fmt(input.shape)} is not compatible with expected shape {_fmt(shape)}."
+        )
+    return (input,)
+
+
+@kernel("BroadcastArgs")
+def broadcast_args(xp: Any, s0: Any, s1: Any) -> tuple:
+    """The shape that shapes `s0` and `s1` broadcast to, in their dtype."""
+    out = _broadcast_shapes(tuple(_host_vector(s0)), tuple(_host_vector(s1)))
+    return (xp.asarray(out, dtype=s0.dtype),)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Constructors
+
+
+@kernel("Fill")
+def fill(xp: Any, dims: Any, value: Any) -> tuple:
+    """A tensor of shape `dims` filled with the scalar `value`, in value's dtype."""
+    target = tuple(_host_vector(dims))
+    for d in target:
+        if d < 0:
+            raise ValueError(f"Dimension {d} must be >= 0")
+    if value.ndim != 0:
+        raise ValueError(f"value must be a scalar, got shape {_fmt(value.shape)}")
+    out = xp.empty(target, dtype=value.dtype)
+    out[...] = value
+    return (out,)
+
+
+@kernel("ZerosLike")
+def zeros_like(xp: Any, x: Any) -> tuple:
+    return (xp.zeros_like(x),)
+
+
+@kernel("OnesLike")
+def ones_like(xp: Any, x: Any) -> tuple:
+    return (xp.ones_like(x),)
+
+
+@kernel("Range")
+def range_(xp: Any, start: Any, limit: Any, delta: Any) -> tuple:
+    """[start, start+delta, ...) up to `limit`, in the inputs' dtype.
+
+    TensorFlow computes element i as start + i*delta (checked: not by accumulation), so float ranges
+    match it bit for bit when computed the same way in the same dtype.
+    """
+    dtype = start.dtype
+    lo, hi, step = start.item(), limit.item(), delta.item()
+    if step == 0:
+        raise ValueError(f"Requires delta != 0: {step}")
+    if step > 0 and lo > hi:
+        raise ValueError(f"Requires start <= limit when delta > 0: {lo}/{hi}")
+    if step < 0 and lo < hi:
+        raise ValueError(f"Requires start >= limit when delta < 0: {lo}/{hi}")
+    if np.issubdtype(dtype, np.integer):
+        count = (abs(hi - lo) + abs(step) - 1) // abs(step)
+    else:
+        # NOTE: the element count is computed in the input dtype, as TensorFlow does, not in float64.
+        t = dtype.type
+        count = int(np.ceil(np.abs((t(hi) - t(lo)) / t(step))))
+    return ((xp.arange(count, dtype=dtype) * delta + start).astype(dtype, copy=False),)

@@ -1,0 +1,160 @@
+"""Slicing kernels: Slice, StridedSlice with every mask, ReverseV2, Pad, PadV2, MirrorPad.
+
+Expected values are written by hand (as numpy indexing of the same data where that reads clearer)
+and were checked against TensorFlow 2.21's raw ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def i32(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
+
+
+def i64(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def f32(values) -> np.ndarray:
+    return np.array(values, dtype=np.float32)
+
+
+X = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+V5 = np.arange(5, dtype=np.float32)
+
+
+def strided(x, begin, end, strides, expected, case_id, **masks):
+    return pytest.param("StridedSlice", [x, i32(*begin), i32(*end), i32(*strides)], masks, [expected], id=case_id)
+
+
+STRIDED_SLICE = [
+    strided(X, (0, 1), (2, 3), (1, 1), X[0:2, 1:3], "ss-basic-implicit-trailing-dims"),
+    strided(V5, (-1,), (-6,), (-1,), f32([4, 3, 2, 1, 0]), "ss-negative-stride-clamps-to-front"),
+    strided(V5, (0,), (0,), (-2,), f32([4, 2, 0]), "ss-masks-with-negative-stride", begin_mask=1, end_mask=1),
+    strided(V5, (-10,), (10,), (1,), V5, "ss-out-of-range-clamped"),
+    strided(V5, (10,), (-10,), (-3,), f32([4, 1]), "ss-out-of-range-clamped-backwards"),
+    strided(V5, (3,), (1,), (1,), np.zeros((0,), np.float32), "ss-empty-range"),
+    strided(V5, (-2,), (0,), (1,), f32([3, 4]), "ss-end-mask", end_mask=1),
+    strided(V5, (0,), (2,), (1,), f32([0, 1]), "ss-begin-mask-ignores-begin", begin_mask=1),
+    strided(X, (0, 0), (0, 0), (-1, -2), X[::-1, ::-2], "ss-reverse-2d-masked", begin_mask=3, end_mask=3),
+    strided(X, (1,), (2,), (1,), X[1], "ss-shrink", shrink_axis_mask=1),
+    strided(X, (-1,), (0,), (1,), X[-1], "ss-shrink-negative-begin", shrink_axis_mask=1),
+    strided(V5, (-1,), (0,), (1,), np.float32(4), "ss-shrink-reads-begin-despite-mask", shrink_axis_mask=1, begin_mask=1),
+    strided(V5, (1,), (0,), (2,), np.float32(1), "ss-shrink-ignores-end-and-stride", shrink_axis_mask=1),
+    strided(X, (1, 2, 3), (2, 3, 4), (1, 1, 1), np.int32(23), "ss-shrink-to-scalar", shrink_axis_mask=7),
+    strided(X, (0, 1), (0, 2), (1, 1), X[..., 1], "ss-ellipsis-first", ellipsis_mask=1, shrink_axis_mask=2),
+    strided(X, (1, 0, 2), (2, 0, 3), (1, 1, 1), X[1, :, 2], "ss-ellipsis-middle", ellipsis_mask=2, shrink_axis_mask=5),
+    strided(X, (0, 0), (0, 0), (1, 1), X[..., None], "ss-ellipsis-then-new-axis", ellipsis_mask=1, new_axis_mask=2),
+    strided(X, (0, 0, 0), (0, 0, 1), (1, 1, 1), X[:, None, 0], "ss-new-axis-and-shrink",
+            begin_mask=1, end_mask=1, new_axis_mask=2, shrink_axis_mask=4),
+    strided(X, (0, 1), (1, 1), (1, 1), np.zeros((1, 0, 3, 4), np.int32), "ss-new-axis-wins-over-shrink",
+            new_axis_mask=1, shrink_axis_mask=1),
+    strided(X, (0, 1), (1, 2), (1, 1), X[..., 1:2], "ss-ellipsis-wins-over-new-axis", ellipsis_mask=1, new_axis_mask=1),
+    strided(np.float32(5), (0,), (0,), (1,), f32([5]), "ss-new-axis-on-scalar", new_axis_mask=1),
+    strided(np.zeros((0, 3), np.float32), (0, 0), (1, 2), (1, 1), np.zeros((0, 2), np.float32), "ss-empty-input"),
+    strided(X, (), (), (), X, "ss-empty-spec"),
+    pytest.param("StridedSlice", [X, i64(0, -1), i64(2, -4), i64(1, -1)], {}, [X[0:2, -1:-4:-1]], id="ss-int64-spec"),
+]
+
+CASES = STRIDED_SLICE + [
+    # Slice: begin and size per dim, size -1 means "to the end"
+    pytest.param("Slice", [X, i32(0, 1, 1), i32(2, -1, 2)], {}, [X[0:2, 1:, 1:3]], id="slice"),
+    pytest.param("Slice", [X, i64(1, 0, 0), i64(1, 3, 0)], {}, [np.zeros((1, 3, 0), np.int32)], id="slice-zero-size-int64"),
+    pytest.param("Slice", [V5, i32(5), i32(-1)], {}, [np.zeros((0,), np.float32)], id="slice-begin-at-end"),
+    pytest.param("Slice", [np.float32(3), np.zeros((0,), np.int32), np.zeros((0,), np.int32)], {}, [np.float32(3)], id="slice-scalar"),
+    # ReverseV2
+    pytest.param("ReverseV2", [X, i32(1)], {}, [X[:, ::-1]], id="reverse-one-axis"),
+    pytest.param("ReverseV2", [X, i64(-1, 0)], {}, [X[::-1, :, ::-1]], id="reverse-negative-axis"),
+    pytest.param("ReverseV2", [X, np.zeros((0,), np.int32)], {}, [X], id="reverse-no-axis"),
+    pytest.param("ReverseV2", [np.array([True, False, False]), i32(0)], {}, [np.array([False, False, True])], id="reverse-bool"),
+    pytest.param("ReverseV2", [np.zeros((2, 0), np.float32), i32(1)], {}, [np.zeros((2, 0), np.float32)], id="reverse-empty"),
+    # Pad / PadV2
+    pytest.param("Pad", [f32([[1, 2]]), i32(1, 0, 0, 2).reshape(2, 2)], {}, [f32([[0, 0, 0, 0], [1, 2, 0, 0]])], id="pad"),
+    pytest.param("Pad", [f32([[1, 2]]), np.zeros((2, 2), np.int64)], {}, [f32([[1, 2]])], id="pad-nothing"),
+    pytest.param("Pad", [np.zeros((0, 2), np.int32), i32(1, 1, 0, 0).reshape(2, 2)], {}, [np.zeros((2, 2), np.int32)], id="pad-empty"),
+    pytest.param("Pad", [np.float32(7), np.zeros((0, 2), np.int32)], {}, [np.float32(7)], id="pad-scalar"),
+    pytest.param("PadV2", [i32(1, 2, 3), i32(2, 1).reshape(1, 2), np.int32(-1)], {}, [i32(-1, -1, 1, 2, 3, -1)], id="pad-v2"),
+    # MirrorPad
+    pytest.param("MirrorPad", [f32([1, 2, 3]), i32(2, 2).reshape(1, 2)], {"mode": "REFLECT"}, [f32([3, 2, 1, 2, 3, 2, 1])], id="mirror-reflect"),
+    pytest.param("MirrorPad", [f32([1, 2, 3]), i32(3, 3).reshape(1, 2)], {"mode": "SYMMETRIC"},
+                 [f32([3, 2, 1, 1, 2, 3, 3, 2, 1])], id="mirror-symmetric-full"),
+    pytest.param("MirrorPad", [f32([1, 2, 3]), i32(0, 1).reshape(1, 2)], {"mode": "SYMMETRIC"}, [f32([1, 2, 3, 3])], id="mirror-symmetric-one-side"),
+    pytest.param(
+        "MirrorPad",
+        [np.array([[1, 2, 3], [4, 5, 6]], np.int32), i64(1, 1, 2, 0).reshape(2, 2)],
+        {"mode": "REFLECT"},
+        [np.array([[6, 5, 4, 5, 6], [3, 2, 1, 2, 3], [6, 5, 4, 5, 6], [3, 2, 1, 2, 3]], np.int32)],
+        id="mirror-reflect-2d",
+    ),
+    pytest.param(
+        "MirrorPad",
+        [np.array([[1, 2, 3], [4, 5, 6]], np.int32), i32(1, 0, 1, 1).reshape(2, 2)],
+        {"mode": "SYMMETRIC"},
+        [np.array([[1, 1, 2, 3, 3], [1, 1, 2, 3, 3], [4, 4, 5, 6, 6]], np.int32)],
+        id="mirror-symmetric-2d",
+    ),
+]
+
+
+def strided_error(begin, end, strides, message, case_id, **masks):
+    return pytest.param("StridedSlice", [X, i32(*begin), i32(*end), i32(*strides)], masks, ValueError, message, id=case_id)
+
+
+ERRORS = [
+    strided_error((0,), (1,), (0,), r"strides\[0\] must be non-zero", "ss-zero-stride"),
+    strided_error((2,), (3,), (1,), "slice index 2 of dimension 0 out of bounds", "ss-shrink-out-of-range", shrink_axis_mask=1),
+    strided_error((1,), (0,), (-1,), "only stride 1 allowed", "ss-shrink-negative-stride", shrink_axis_mask=1),
+    strided_error((0, 0), (1, 1), (1, 1), "Multiple ellipses", "ss-two-ellipses", ellipsis_mask=3),
+    strided_error((0, 0, 0, 0), (1, 1, 1, 1), (1, 1, 1, 1), "Index out of range using input dim 3", "ss-too-many-dims"),
+    strided_error((0, 0), (1, 1), (1,), "equal size", "ss-length-mismatch"),
+    pytest.param("Slice", [X, i32(3, 0, 0), i32(-1, -1, -1)], {}, ValueError, r"begin\[0\] in \[0, 2\], but got 3", id="slice-begin-range"),
+    pytest.param("Slice", [X, i32(1, 0, 0), i32(2, -1, -1)], {}, ValueError, r"size\[0\] in \[0, 1\], but got 2", id="slice-size-range"),
+    pytest.param("Slice", [X, i32(0, 0), i32(1, 1)], {}, ValueError, "size 3", id="slice-short-spec"),
+    pytest.param("ReverseV2", [X, i32(0, -3)], {}, ValueError, "axis 0 specified more than once", id="reverse-duplicate"),
+    pytest.param("ReverseV2", [X, i32(3)], {}, ValueError, "out of valid range", id="reverse-out-of-range"),
+    pytest.param("Pad", [X, i32(0, 0, 0, 0).reshape(2, 2)], {}, ValueError, "rank", id="pad-wrong-rank"),
+    pytest.param("Pad", [f32([1]), i32(-1, 0).reshape(1, 2)], {}, ValueError, "non-negative", id="pad-negative"),
+    pytest.param("MirrorPad", [f32([1, 2]), i32(2, 0).reshape(1, 2)], {"mode": "REFLECT"}, ValueError, "less than the dimension size", id="mirror-reflect-too-wide"),
+    pytest.param("MirrorPad", [f32([1, 2]), i32(0, 3).reshape(1, 2)], {"mode": "SYMMETRIC"}, ValueError, "no greater than", id="mirror-symmetric-too-wide"),
+]
+
+
+def assert_outputs(outs: tuple, expected: list) -> None:
+    """Every output equals its expected array in dtype, shape and value."""
+    assert len(outs) == len(expected)
+    for got, want in zip(outs, expected):
+        want = np.asarray(want)
+        assert got.dtype == want.dtype
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, expected", CASES)
+def test_slicing_kernels(run_kernel, op, inputs, attrs, expected):
+    assert_outputs(run_kernel(op, *inputs, **attrs), expected)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, error, message", ERRORS)
+def test_slicing_kernel_errors(run_kernel, op, inputs, attrs, error, message):
+    with pytest.raises(error, match=message):
+        run_kernel(op, *inputs, **attrs)
+
+
+def test_strided_slice_returns_a_view_on_numpy():
+    """The hot path indexes once with basic indices: no copy of the sliced data."""
+    import kernels
+
+    fn = kernels.lookup("StridedSlice", "cpu").bind(np, {"shrink_axis_mask": 1})
+    (out,) = fn(X, i32(1, 0), i32(2, 3), i32(1, 2))
+    assert np.shares_memory(out, X)
+    np.testing.assert_array_equal(out, X[1, 0:3:2])
+
+
+def test_padding_leaves_input_alone(run_kernel):
+    x = f32([1, 2, 3])
+    run_kernel("MirrorPad", x, i32(2, 2).reshape(1, 2), mode="REFLECT")
+    run_kernel("PadV2", x, i32(1, 1).reshape(1, 2), np.float32(9))
+    np.testing.assert_array_equal(x, f32([1, 2, 3]))
