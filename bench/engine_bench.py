@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import engine  # noqa: E402
+from engine.allocator import tune_allocator  # noqa: E402
 
 MODELS = ROOT / "bench" / "models"
 BATCHES = {"mlp": (1, 32), "mobilenet_v2": (1, 32), "resnet50": (1, 32), "bert_mini": (1, 8)}
@@ -83,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=",".join(BATCHES), help="comma-separated model names")
     parser.add_argument("--min-time", type=float, default=2.0, help="seconds to time each configuration")
+    parser.add_argument("--no-tune-allocator", action="store_true", help="leave glibc's allocator as it is")
     args = parser.parse_args(argv)
+    if not args.no_tune_allocator:
+        print(f"allocator tuned as the server does: {tune_allocator()}")
 
     rng = np.random.default_rng(0)
     results: dict[tuple[str, int], dict[str, float]] = {}

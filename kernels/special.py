@@ -5,6 +5,12 @@ CALERF), evaluated in float64 whatever the input dtype and rounded back to it, s
 correctly rounded nearly everywhere (relative error ~1e-16 before rounding). Three ranges of |x|:
 |x| <= 0.46875 (erf as x * R(x^2)), 0.46875 < |x| <= 4 and |x| > 4 (erfc as exp(-x^2) * R(|x|)).
 Each range is evaluated only on its own elements, so a call costs a few passes over the tensor.
+
+Inputs narrower than float64 (float32, half, bfloat16: GELU's hot path) take a faster route with no
+masked scatter: Cody's small-|x| form and a single erfc formula valid for every |x| (Numerical
+Recipes' Chebyshev fit, relative error < 1.2e-7, still computed in float64), joined by one `where`.
+That is within two float32 ulp (TensorFlow's own float erf is an approximation of that order)
+and about twice as fast as the masked route.
 """
 
 from __future__ import annotations
@@ -91,6 +97,28 @@ def _erfc_large(xp: Any, y: Any, exact: bool) -> Any:
     return out
 
 
+# erfc(y) ~ t * exp(-y^2 + P(t)), t = 1 / (1 + y/2), for every y >= 0 (Numerical Recipes, erfcc).
+_NR = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
+
+
+def _erfc_any(xp: Any, y: Any) -> Any:
+    """erfc(y) for y = |x| >= 0 (inf -> 0, NaN -> NaN), relative error < 1.2e-7."""
+    # In place on fresh temporaries: on large tensors, allocating a new array per step costs more
+    # than the arithmetic.
+    t = 0.5 * y
+    t += 1.0
+    xp.reciprocal(t, out=t)
+    poly = t * _NR[0]
+    for c in _NR[1:-1]:
+        poly += c
+        poly *= t
+    poly += _NR[-1]
+    poly -= y * y
+    xp.exp(poly, out=poly)
+    poly *= t
+    return poly
+
+
 def _float64(xp: Any, x: Any) -> Any:
     return x.astype(xp.float64, copy=False)
 
@@ -100,6 +128,9 @@ def erf(xp: Any, x: Any) -> tuple[Any]:
     """The error function, elementwise, in the input's floating dtype."""
     x64 = _float64(xp, x)
     y = xp.abs(x64)
+    if x.dtype != xp.float64:
+        large = xp.copysign((0.5 - _erfc_any(xp, y)) + 0.5, x64)
+        return (xp.where(y <= _SMALL, _erf_small(x64), large).astype(x.dtype, copy=False),)
     small = y <= _SMALL
     out = xp.empty_like(x64)
     out[small] = _erf_small(x64[small])
@@ -114,6 +145,10 @@ def erfc(xp: Any, x: Any) -> tuple[Any]:
     """The complementary error function 1 - erf(x), elementwise, accurate where it is tiny (x >> 0)."""
     x64 = _float64(xp, x)
     y = xp.abs(x64)
+    if x.dtype != xp.float64:
+        e = _erfc_any(xp, y)
+        large = xp.where(x64 < 0, 2.0 - e, e)
+        return (xp.where(y <= _SMALL, 1.0 - _erf_small(x64), large).astype(x.dtype, copy=False),)
     small = y <= _SMALL
     out = xp.empty_like(x64)
     out[small] = 1.0 - _erf_small(x64[small])

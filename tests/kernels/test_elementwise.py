@@ -102,7 +102,9 @@ _ERF_POINTS = _ERF_POINTS + [-v for v in _ERF_POINTS]
 def test_erf_erfc_match_math_module(run_kernel, op, ref, dtype):
     x = a(_ERF_POINTS, dtype)
     expected = a([ref(float(v)) for v in x], dtype)
-    check(run_kernel(op, x)[0], expected, rtol=1e-7 if dtype == f32 else 2e-15)
+    # float32 takes the fast single-formula route (relative error < 1.2e-7 before rounding: <= 2 ulp);
+    # float64 the exact Cody route.
+    check(run_kernel(op, x)[0], expected, rtol=2.5e-7 if dtype == f32 else 2e-15)
 
 
 @pytest.mark.parametrize("op, expected", [("Erf", [nan, 1.0, -1.0]), ("Erfc", [nan, 0.0, 2.0])])

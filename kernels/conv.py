@@ -1,0 +1,412 @@
+"""2-D convolutions (Conv2D, DepthwiseConv2dNative, Conv2DBackpropInput) and the sliding-window geometry they
+share with pooling.
+
+A sliding window over the spatial axes is described by a `Window2D`: output size and padding per axis,
+computed by TensorFlow's SAME / VALID / EXPLICIT rules. Rather than materialising a padded copy of the
+input, kernels walk the window's taps (kh * kw of them): for each tap, `Window2D.tap` gives the block of
+output positions whose input cell lies inside the image and the strided input slice that feeds it. Padded
+cells thus contribute nothing (zero for convolution and sums, ignored for max), with no extra pass.
+
+Work is split into chunks of whole images (or, for large images, row blocks of one image) so that each
+chunk's working set stays in cache; on CPU, elementwise kernels run their chunks on a small thread pool
+(numpy releases the GIL in ufunc loops), while GEMM-based kernels leave threading to BLAS.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy
+
+from kernels.registry import kernel
+
+__all__ = [
+    "Window2D",
+    "Chunk",
+    "axis_geometry",
+    "window_from_attrs",
+    "chunks",
+    "run_chunks",
+    "to_nhwc",
+    "from_nhwc",
+    "conv2d",
+    "depthwise_conv2d",
+    "conv2d_backprop_input",
+]
+
+Padding = Literal["SAME", "VALID", "EXPLICIT"]
+DataFormat = Literal["NHWC", "NCHW"]
+
+# Bytes of im2col patches per chunk: large enough for an efficient GEMM, small enough that the patch
+# matrix stays in the last-level cache between being written and being read by the GEMM.
+_PATCH_BYTES_PER_CHUNK = 4 << 20
+# Bytes of output per chunk of an elementwise (depthwise / pooling) kernel: about one L2 cache.
+_ELEMENTWISE_BYTES_PER_CHUNK = 2 << 20
+
+
+def axis_geometry(
+    in_size: int, k: int, stride: int, dilation: int, padding: str, explicit: Sequence[int] = (0, 0)
+) -> tuple[int, int, int]:
+    """(out_size, pad_before, pad_after) of one spatial axis, by TensorFlow's padding rules."""
+    k_eff = (k - 1) * dilation + 1
+    if padding == "SAME":
+        out = -(-in_size // stride)
+        total = max((out - 1) * stride + k_eff - in_size, 0)
+        # NOTE: TensorFlow puts the extra SAME padding cell after, not before.
+        return out, total // 2, total - total // 2
+    if padding == "VALID":
+        return max(-(-(in_size - k_eff + 1) // stride), 0), 0, 0
+    before, after = int(explicit[0]), int(explicit[1])
+    return max((in_size + before + after - k_eff) // stride + 1, 0), before, after
+
+
+def _tap_span(offset: int, stride: int, in_size: int, lo: int, hi: int) -> tuple[int, int, slice]:
+    """Output indices [a, b) within [lo, hi) whose input index o*stride+offset is inside the image, and
+    the input slice they read."""
+    a = max(lo, -(offset // stride))  # ceil(-offset / stride)
+    b = min(hi, (in_size - 1 - offset) // stride + 1)
+    if b <= a:
+        return a, a, slice(0, 0)
+    start = a * stride + offset
+    return a, b, slice(start, start + (b - a - 1) * stride + 1, stride)
+
+
+@dataclass(frozen=True)
+class Window2D:
+    """A kh x kw sliding window over an in_h x in_w image (NHWC spatial axes 1 and 2).
+
+    >>> w = Window2D.make((5, 5), (3, 3), (2, 2), (1, 1), "SAME")
+    >>> (w.out_h, w.out_w, w.pad_top, w.pad_left)
+    (3, 3, 1, 1)
+    """
+
+    in_h: int
+    in_w: int
+    kh: int
+    kw: int
+    stride_h: int
+    stride_w: int
+    dilation_h: int
+    dilation_w: int
+    out_h: int
+    out_w: int
+    pad_top: int
+    pad_left: int
+
+    @classmethod
+    def make(
+        cls,
+        in_hw: Sequence[int],
+        k_hw: Sequence[int],
+        strides_hw: Sequence[int],
+        dilations_hw: Sequence[int],
+        padding: str,
+        explicit_hw: Sequence[Sequence[int]] = ((0, 0), (0, 0)),
+    ) -> Window2D:
+        oh, pt, _ = axis_geometry(in_hw[0], k_hw[0], strides_hw[0], dilations_hw[0], padding, explicit_hw[0])
+        ow, pl, _ = axis_geometry(in_hw[1], k_hw[1], strides_hw[1], dilations_hw[1], padding, explicit_hw[1])
+        return cls(*in_hw, *k_hw, *strides_hw, *dilations_hw, oh, ow, pt, pl)
+
+    def tap(self, i: int, j: int, rows: tuple[int, int] | None = None) -> tuple[slice, slice, slice, slice]:
+        """For tap (i, j) and output rows [r0, r1) (all by default): (out_rows, out_cols, in_rows, in_cols)
+        slices, output rows relative to r0. Empty slices when the tap reads only padding."""
+        r0, r1 = rows if rows is not None else (0, self.out_h)
+        a, b, in_rows = _tap_span(i * self.dilation_h - self.pad_top, self.stride_h, self.in_h, r0, r1)
+        c, d, in_cols = _tap_span(j * self.dilation_w - self.pad_left, self.stride_w, self.in_w, 0, self.out_w)
+        return slice(a - r0, b - r0), slice(c, d), in_rows, in_cols
+
+    def covers(self, i: int, j: int, rows: tuple[int, int] | None = None) -> bool:
+        """Whether tap (i, j) reads a real input cell for every output position (in rows [r0, r1))."""
+        r0, r1 = rows if rows is not None else (0, self.out_h)
+        out_rows, out_cols, _, _ = self.tap(i, j, rows)
+        return out_rows == slice(0, r1 - r0) and out_cols == slice(0, self.out_w)
+
+    def taps(self) -> Iterator[tuple[int, int]]:
+        for i in range(self.kh):
+            for j in range(self.kw):
+                yield i, j
+
+    def row_counts(self) -> tuple[list[int], list[int]]:
+        """How many taps of each output row (column) read real cells: AvgPool's divisor is their product."""
+        rows, cols = [0] * self.out_h, [0] * self.out_w
+        for i in range(self.kh):
+            a, b, _ = _tap_span(i * self.dilation_h - self.pad_top, self.stride_h, self.in_h, 0, self.out_h)
+            for r in range(a, b):
+                rows[r] += 1
+        for j in range(self.kw):
+            c, d, _ = _tap_span(j * self.dilation_w - self.pad_left, self.stride_w, self.in_w, 0, self.out_w)
+            for col in range(c, d):
+                cols[col] += 1
+        return rows, cols
+
+
+def _hw(values: Sequence[int], data_format: str) -> tuple[int, int]:
+    """The H and W entries of a 4-element strides/ksize/dilations attr in data_format order."""
+    values = tuple(int(v) for v in values)
+    return (values[1], values[2]) if data_format == "NHWC" else (values[2], values[3])
+
+
+def window_from_attrs(
+    in_hw: Sequence[int],
+    k_hw: Sequence[int],
+    strides: Sequence[int],
+    padding: str,
+    explicit_paddings: Sequence[int],
+    data_format: str,
+    dilations: Sequence[int] = (1, 1, 1, 1),
+) -> Window2D:
+    """A Window2D from a node's attrs, which list batch/channel entries too, in data_format order."""
+    explicit = ((0, 0), (0, 0))
+    if padding == "EXPLICIT":
+        pairs = [tuple(explicit_paddings[2 * d : 2 * d + 2]) for d in range(4)]
+        explicit = (pairs[1], pairs[2]) if data_format == "NHWC" else (pairs[2], pairs[3])
+    return Window2D.make(in_hw, k_hw, _hw(strides, data_format), _hw(dilations, data_format), padding, explicit)
+
+
+def to_nhwc(x: Any, data_format: str) -> Any:
+    """A view of a data_format tensor with channels last."""
+    return x if data_format == "NHWC" else x.transpose(0, 2, 3, 1)
+
+
+def from_nhwc(xp: Any, y: Any, data_format: str) -> Any:
+    """An NHWC result in data_format, contiguous so later kernels read it fast."""
+    return y if data_format == "NHWC" else xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Images [b0, b1) and output rows [r0, r1): a unit of work whose output block is contiguous."""
+
+    b0: int
+    b1: int
+    r0: int
+    r1: int
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        return self.r0, self.r1
+
+
+def chunks(batch: int, out_h: int, row_cost: int, budget: int) -> list[Chunk]:
+    """Split [batch, out_h] output rows into chunks of about `budget` cost (`row_cost` per output row):
+    several whole images per chunk, or row blocks of one image when an image alone is over budget."""
+    per_image = max(out_h * row_cost, 1)
+    if per_image <= budget or out_h <= 1:
+        step = max(budget // per_image, 1)
+        return [Chunk(b, min(b + step, batch), 0, out_h) for b in range(0, batch, step)]
+    rows = max(budget // max(row_cost, 1), 1)
+    return [Chunk(b, b + 1, r, min(r + rows, out_h)) for b in range(batch) for r in range(0, out_h, rows)]
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def run_chunks(xp: Any, work: Callable[[Chunk], None], parts: list[Chunk]) -> None:
+    """Run `work` on every chunk: on a thread pool for numpy (ufuncs release the GIL), in order otherwise
+    (a GPU runs each chunk's launches asynchronously already)."""
+    global _POOL
+    if xp is not numpy or len(parts) < 2 or _cpu_count() < 2:
+        for part in parts:
+            work(part)
+        return
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="tensorgate-kernel")
+    for _ in _POOL.map(work, parts):  # drains the iterator so a worker's exception is raised here
+        pass
+
+
+# --- Conv2D ------------------------------------------------------------------------------------------------
+
+
+def _padded(xp: Any, x: Any, win: Window2D, buffer: Any | None) -> Any:
+    """x with the window's padding around it, written into `buffer` (whose border is already zero) when
+    given; x itself when the window needs no padding."""
+    n, h, w, c = x.shape
+    if buffer is None:
+        return x
+    dst = buffer[:n]
+    dst[:, win.pad_top : win.pad_top + h, win.pad_left : win.pad_left + w] = x
+    return dst
+
+
+def _pad_buffer(xp: Any, win: Window2D, images: int, channels: int, dtype: Any) -> Any | None:
+    """A zeroed buffer for `images` padded images, or None when the window reads no padding cell."""
+    rows_read = (win.out_h - 1) * win.stride_h + (win.kh - 1) * win.dilation_h + 1
+    cols_read = (win.out_w - 1) * win.stride_w + (win.kw - 1) * win.dilation_w + 1
+    height = max(win.pad_top + win.in_h, rows_read)
+    width = max(win.pad_left + win.in_w, cols_read)
+    if win.pad_top == win.pad_left == 0 and height == win.in_h and width == win.in_w:
+        return None
+    return xp.zeros((images, height, width, channels), dtype=dtype)
+
+
+def _windows(xp: Any, padded: Any, win: Window2D, rows: tuple[int, int]) -> Any:
+    """A strided view [images, rows, out_w, kh, kw, c] of every window of output rows [r0, r1)."""
+    s_n, s_h, s_w, s_c = padded.strides
+    m, c = padded.shape[0], padded.shape[3]
+    start = padded[:, rows[0] * win.stride_h :]
+    return xp.lib.stride_tricks.as_strided(
+        start,
+        shape=(m, rows[1] - rows[0], win.out_w, win.kh, win.kw, c),
+        strides=(s_n, s_h * win.stride_h, s_w * win.stride_w, s_h * win.dilation_h, s_w * win.dilation_w, s_c),
+    )
+
+
+def _conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D) -> Any:
+    """Conv2D on an NHWC input and an HWIO filter: im2col (one strided copy) + one GEMM per chunk."""
+    n, _, _, c = x.shape
+    kh, kw, _, o = filt.shape
+    dtype = xp.result_type(x.dtype, filt.dtype)
+    w_mat = xp.ascontiguousarray(filt, dtype=dtype).reshape(kh * kw * c, o)
+    pointwise = kh == kw == 1 and win.stride_h == win.stride_w == 1 and win.pad_top == win.pad_left == 0
+    if pointwise and (win.out_h, win.out_w) == (win.in_h, win.in_w):
+        # A 1x1 convolution is a plain matmul over all pixels.
+        y = xp.matmul(xp.ascontiguousarray(x, dtype=dtype).reshape(-1, c), w_mat)
+        return y.reshape(n, win.out_h, win.out_w, o)
+
+    out = xp.empty((n, win.out_h, win.out_w, o), dtype=dtype)
+    parts = chunks(n, win.out_h, win.out_w * kh * kw * c * out.itemsize, _PATCH_BYTES_PER_CHUNK)
+    images = max(p.b1 - p.b0 for p in parts)
+    pad_buffer = _pad_buffer(xp, win, images, c, dtype)
+    patch_buffer = xp.empty((max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * win.out_w, kh * kw * c), dtype)
+    padded, padded_images = None, None
+    for p in parts:
+        if padded_images != (p.b0, p.b1):  # row blocks of one image share its padded copy
+            padded, padded_images = _padded(xp, x[p.b0 : p.b1], win, pad_buffer), (p.b0, p.b1)
+        pixels = (p.b1 - p.b0) * (p.r1 - p.r0) * win.out_w
+        patches = patch_buffer[:pixels]
+        patches.reshape(p.b1 - p.b0, p.r1 - p.r0, win.out_w, kh, kw, c)[...] = _windows(xp, padded, win, p.rows)
+        block = out[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, o)  # contiguous, so a view
+        xp.matmul(patches, w_mat, out=block)
+    return out
+
+
+@kernel("Conv2D")
+def conv2d(
+    xp,
+    x,
+    filter,
+    *,
+    strides: tuple[int, ...],
+    padding: Padding,
+    explicit_paddings: tuple[int, ...] = (),
+    data_format: DataFormat = "NHWC",
+    dilations: tuple[int, ...] = (1, 1, 1, 1),
+):
+    """2-D convolution with an HWIO filter; output channels = filter's last axis."""
+    xs = to_nhwc(x, data_format)
+    win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
+    return (from_nhwc(xp, _conv2d_nhwc(xp, xs, filter, win), data_format),)
+
+
+# --- DepthwiseConv2dNative ---------------------------------------------------------------------------------
+
+
+@kernel("DepthwiseConv2dNative")
+def depthwise_conv2d(
+    xp,
+    x,
+    filter,
+    *,
+    strides: tuple[int, ...],
+    padding: Padding,
+    explicit_paddings: tuple[int, ...] = (),
+    data_format: DataFormat = "NHWC",
+    dilations: tuple[int, ...] = (1, 1, 1, 1),
+):
+    """Each input channel c convolved with its own kh x kw x multiplier filter; output channel c*mult + m."""
+    xs = to_nhwc(x, data_format)
+    n, _, _, c = xs.shape
+    kh, kw, _, mult = filter.shape
+    win = window_from_attrs(xs.shape[1:3], (kh, kw), strides, padding, explicit_paddings, data_format, dilations)
+    dtype = xp.result_type(xs.dtype, filter.dtype)
+    out = xp.empty((n, win.out_h, win.out_w, c * mult), dtype=dtype)
+    # Each tap is one multiply-accumulate over a block of pixels. The tap's weights are repeated along
+    # the output row, so that (with multiplier 1 and stride 1) every operand is one contiguous run per
+    # row and numpy's inner loop spans out_w * c elements rather than c.
+    row_shape = (win.out_w, c) if mult == 1 else (win.out_w, c, mult)
+    taps_w = filter.astype(dtype, copy=False).reshape(kh, kw, 1, *row_shape[1:])
+    taps_w = xp.ascontiguousarray(xp.broadcast_to(taps_w, (kh, kw, *row_shape)))
+    out_view = out.reshape(n, win.out_h, *row_shape)
+    # A tap that covers every output position initialises the block, so no zero fill is needed.
+    order = sorted(win.taps(), key=lambda t: not win.covers(*t))
+
+    def work(p: Chunk) -> None:
+        block = out_view[p.b0 : p.b1, p.r0 : p.r1]
+        scratch = None
+        for k, (i, j) in enumerate(order):
+            out_rows, out_cols, in_rows, in_cols = win.tap(i, j, p.rows)
+            src = xs[p.b0 : p.b1, in_rows, in_cols]
+            if mult != 1:
+                src = src[..., None]
+            if k == 0 and win.covers(i, j, p.rows):
+                xp.multiply(src, taps_w[i, j], out=block)
+                continue
+            if k == 0:
+                block[...] = 0
+            if scratch is None:
+                scratch = xp.empty_like(block)
+            dst, tmp = block[:, out_rows, out_cols], scratch[:, out_rows, out_cols]
+            xp.multiply(src, taps_w[i, j, out_cols], out=tmp)
+            xp.add(dst, tmp, out=dst)
+
+    row_bytes = win.out_w * c * mult * out.itemsize
+    run_chunks(xp, work, chunks(n, win.out_h, row_bytes, _ELEMENTWISE_BYTES_PER_CHUNK))
+    return (from_nhwc(xp, out, data_format),)
+
+
+# --- Conv2DBackpropInput -----------------------------------------------------------------------------------
+
+
+@kernel("Conv2DBackpropInput")
+def conv2d_backprop_input(
+    xp,
+    input_sizes,
+    filter,
+    out_backprop,
+    *,
+    strides: tuple[int, ...],
+    padding: Padding,
+    explicit_paddings: tuple[int, ...] = (),
+    data_format: DataFormat = "NHWC",
+    dilations: tuple[int, ...] = (1, 1, 1, 1),
+):
+    """The gradient of Conv2D with respect to its input (a transposed convolution): every output-gradient
+    pixel scatters filter-weighted values back onto the input cells its window read."""
+    sizes = [int(s) for s in input_sizes.tolist()]
+    n, h, w_, c = sizes if data_format == "NHWC" else (sizes[0], sizes[2], sizes[3], sizes[1])
+    dy = to_nhwc(out_backprop, data_format)
+    kh, kw, _, o = filter.shape
+    win = window_from_attrs((h, w_), (kh, kw), strides, padding, explicit_paddings, data_format, dilations)
+    if (win.out_h, win.out_w) != tuple(dy.shape[1:3]):
+        raise ValueError(
+            f"out_backprop spatial shape {tuple(dy.shape[1:3])} does not match the forward convolution's "
+            f"output {(win.out_h, win.out_w)}"
+        )
+    dtype = xp.result_type(dy.dtype, filter.dtype)
+    # cols[pixel, (i, j, c)] = sum_o dy[pixel, o] * filter[i, j, c, o]: one GEMM, then a col2im scatter.
+    w_t = xp.ascontiguousarray(filter, dtype=dtype).reshape(kh * kw * c, o).T
+    dx = xp.zeros((n, h, w_, c), dtype=dtype)
+    # Chunks are whole images: row blocks of one image would scatter onto overlapping input rows.
+    step = max(_PATCH_BYTES_PER_CHUNK // max(win.out_h * win.out_w * kh * kw * c * dx.itemsize, 1), 1)
+    for b0 in range(0, n, step):
+        b1 = min(b0 + step, n)
+        dy_rows = xp.ascontiguousarray(dy[b0:b1], dtype=dtype).reshape(-1, o)
+        cols = xp.matmul(dy_rows, w_t).reshape(b1 - b0, win.out_h, win.out_w, kh, kw, c)
+        for i, j in win.taps():
+            out_rows, out_cols, in_rows, in_cols = win.tap(i, j)
+            # Within one tap distinct outputs read distinct input cells, so += on the slice is safe.
+            target = dx[b0:b1, in_rows, in_cols]
+            xp.add(target, cols[:, out_rows, out_cols, i, j], out=target)
+    return (from_nhwc(xp, dx, data_format),)
