@@ -19,7 +19,7 @@ def const(xp, *, value, dtype=None):
     return (xp.asarray(value),)
 
 
-@kernel("Placeholder")
+@kernel("Placeholder", "PlaceholderV2")
 def placeholder(xp, *, dtype, shape=None):
     """Placeholders are always fed; the planner raises UnfedPlaceholderError before this could run."""
     raise RuntimeError("placeholder was not fed")
@@ -38,3 +38,16 @@ def identity_n(xp, *xs):
 @kernel("NoOp")
 def no_op(xp):
     return ()
+
+
+@kernel("Assert", outputs=0, stateful=True)
+def assert_(xp, condition, *data, summarize: int = 3):
+    """Raise when `condition` is false, showing the first `summarize` values of each data tensor."""
+    if bool(xp.all(condition)):
+        return ()
+    shown = []
+    for d in data:
+        flat = d.reshape(-1)[:summarize].tolist()
+        flat = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in flat]
+        shown.append(str(flat[0]) if d.ndim == 0 else f"{flat}{'...' if d.size > summarize else ''}")
+    raise ValueError("assertion failed: [" + "] [".join(shown) + "]")

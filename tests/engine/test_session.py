@@ -234,3 +234,20 @@ def test_concurrent_first_calls_build_once():
 def test_unknown_device():
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         engine.Session(two_layer(), device="tpu")
+
+
+def test_assert_runs_through_control_dependencies():
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None,))
+    g.const("zero", np.float32(0))
+    g.const("msg", np.array(b"x must be positive", dtype=object))
+    g.node("positive", "Greater", ["x", "zero"], T=F32)
+    g.node("all_positive", "All", ["positive", "axis"], keep_dims=False)
+    g.const("axis", np.array([0], np.int32))
+    g.node("check", "Assert", ["all_positive", "msg", "x"], T=[np.dtype(object), F32], summarize=2)
+    g.node("y", "Sqrt", ["x", "^check"], T=F32)
+    sess = engine.Session(engine.load_graph(g.bytes()))
+    np.testing.assert_allclose(sess.run("y", {"x": np.array([4.0, 9.0], np.float32)}), [2.0, 3.0])
+    with pytest.raises(errors.ExecutionError, match=r"assertion failed: \[x must be positive\] \[\[-1.0, 2.0\]...\]") as info:
+        sess.run("y", {"x": np.array([-1.0, 2.0, 3.0], np.float32)})
+    assert info.value.node == "check"
