@@ -66,8 +66,9 @@ class Graph:
     nodes: tuple[Node, ...]
     # How many outputs each node has (from its kernel, or inferred from consumers for unknown ops).
     output_counts: Mapping[str, int]
-    # The GraphDef it was decoded from, kept so that saving reproduces it exactly.
-    graph_def: graph_pb2.GraphDef
+    # The GraphDef it was decoded from, kept so that saving reproduces it exactly (None for graphs
+    # derived by optimization passes).
+    graph_def: graph_pb2.GraphDef | None = None
     _by_name: Mapping[str, Node] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,7 @@
 """A plan: one signature of a graph compiled into plain data that a short loop executes.
 
-A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for outputs nobody reads;
+Before planning, the signature's pruned graph goes through the optimization passes (engine.passes:
+constant folding, affine folding, fusion). A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for outputs nobody reads;
 constants (Const nodes and everything folded from them at build time) sit in preset slots; feeds are
 written into their slots before the loop; each instruction calls a bound kernel on its input slots,
 stores its outputs, and frees the slots it was the last reader of. Identity-like ops and NoOps never
@@ -23,6 +24,7 @@ import kernels
 from engine import dtypes
 from engine.errors import ExecutionError, UnfedPlaceholderError, UnknownTensorError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
+from engine.passes import PassContext, optimize
 from engine.prune import prune_to_signature
 from kernels.core import IDENTITY_OPS
 
@@ -39,6 +41,9 @@ class PlanOptions:
     constant_folding: bool = True
     # A folded result larger than this stays a runtime instruction (e.g. a huge Fill of zeros).
     constant_folding_max_bytes: int = 16 * 1024 * 1024
+    # Rewrites that change which kernels run, never the results beyond float rounding: per-channel
+    # affine chains folded into conv/matmul weights, bias and activation fused into them.
+    optimize: bool = True
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,6 @@ class _Builder:
             self.slot_of.setdefault(outputs[0], self.constant_slot(node.attrs["value"]))
             return
         kdef = kernels.lookup(node.op, self.device)
-        if self._try_fold(node, kdef, in_slots, outputs):
-            return
         fn = kdef.bind(self.xp, node.attrs)
         out_slots = []
         for ref in outputs:
@@ -182,25 +185,6 @@ class _Builder:
                 self.slot_of[ref] = self.new_slot()
                 out_slots.append(self.slot_of[ref])
         self.steps.append((fn, in_slots, tuple(out_slots), node))
-
-    def _try_fold(self, node: Node, kdef: kernels.KernelDef, in_slots: tuple[int, ...], outputs) -> bool:
-        if not self.options.constant_folding or kdef.stateful:
-            return False
-        if not all(s in self.constant for s in in_slots):
-            return False
-        cpu = kernels.lookup(node.op, "cpu") if kernels.has_op(node.op, "cpu") else None
-        if cpu is None or cpu.stateful:
-            return False
-        try:
-            values = cpu.bind(np, node.attrs)(*[self.initial[s] for s in in_slots])
-        except Exception as e:
-            raise ExecutionError(node.name, node.op, "cpu (constant folding)", str(e)) from e
-        values = [np.asarray(v) for v in values]
-        if sum(v.nbytes for v in values) > self.options.constant_folding_max_bytes:
-            return False
-        for ref, value in zip(outputs, values):
-            self.slot_of.setdefault(ref, self.constant_slot(value))
-        return True
 
     def instructions(self, keep: set[int]) -> tuple[Instruction, ...]:
         """Instructions with last-use frees; slots in `keep` (fetches, constants) are never freed."""
@@ -259,7 +243,20 @@ def compile_plan(
                 node.attrs.get("shape") if declared else None,
             )
         )
-    for node in prune_to_signature(graph, feed_refs, fetch_refs, target_names):
+    nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
+    passes = [name for name, on in (("fold_constants", options.constant_folding), ("fold_affine", options.optimize),
+                                    ("fuse_activation", options.optimize)) if on]
+    if passes:
+        ctx = PassContext(
+            fed=frozenset(feed_refs),
+            preserve=frozenset(ref.node for ref in fetch_refs) | frozenset(target_names),
+            constant_folding_max_bytes=options.constant_folding_max_bytes,
+            device=device,
+        )
+        graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts), ctx, passes)
+        nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
+    b.graph = graph
+    for node in nodes:
         b.add_node(node)
 
     fetch_slots = tuple(b.slot_of[ref] for ref in fetch_refs)

@@ -1,0 +1,55 @@
+"""Fusing a convolution or matmul with the BiasAdd and activation after it into one kernel.
+
+    Relu(BiasAdd(Conv2D(x, W), b))  ->  _FusedConv2D(x, W, b, fused_ops=["BiasAdd", "Relu"])
+
+The fused kernels (TensorFlow's own op names: _FusedConv2D, _FusedDepthwiseConv2dNative,
+_FusedMatMul) apply the bias and activation to each block of the output while it is still in cache,
+instead of two more passes over the whole tensor. The fused node takes the chain's last name.
+"""
+
+from __future__ import annotations
+
+import kernels
+from engine.graph import Graph, Node, TensorRef
+from engine.passes.rewrite import Consumers, rebuild
+
+__all__ = ["run"]
+
+_FUSED = {"Conv2D": "_FusedConv2D", "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative", "MatMul": "_FusedMatMul"}
+_ACTIVATIONS = {
+    "_FusedConv2D": {"Relu", "Relu6", "Elu", "LeakyRelu"},
+    "_FusedDepthwiseConv2dNative": {"Relu", "Relu6", "Elu", "LeakyRelu"},
+    "_FusedMatMul": {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"},
+}
+
+
+def run(graph: Graph, ctx) -> Graph:
+    consumers = Consumers(graph)
+    replaced: dict[str, Node] = {}
+    removed: set[str] = set()
+    for node in graph.nodes:
+        fused_op = _FUSED.get(node.op)
+        if fused_op is None or not kernels.has_op(fused_op, ctx.device) or ctx.is_pinned(node.name) or node.name in removed:
+            continue
+        bias_add = consumers.sole_consumer(graph, node)
+        if bias_add is None or bias_add.op != "BiasAdd" or bias_add.inputs[0] != TensorRef(node.name, 0):
+            continue
+        if bias_add.attrs.get("data_format", "NHWC") != node.attrs.get("data_format", "NHWC"):
+            continue
+        chain = [bias_add]
+        fused_ops = ["BiasAdd"]
+        activation = None if ctx.is_pinned(bias_add.name) else consumers.sole_consumer(graph, bias_add)
+        if activation is not None and activation.op in _ACTIVATIONS[fused_op] and activation.inputs[0] == TensorRef(bias_add.name, 0):
+            chain.append(activation)
+            fused_ops.append(activation.op)
+        last = chain[-1]
+        attrs = dict(node.attrs)
+        attrs.update(fused_ops=tuple(fused_ops), num_args=1, epsilon=0.0001)
+        if last.op == "LeakyRelu":
+            attrs["leakyrelu_alpha"] = last.attrs.get("alpha", 0.2)
+        controls = tuple(dict.fromkeys(c for n in [node, *chain] for c in n.control_inputs))
+        replaced[last.name] = Node(last.name, fused_op, (*node.inputs, bias_add.inputs[1]), controls, node.device, attrs)
+        removed.update([node.name] + [n.name for n in chain[:-1]])
+    if not replaced:
+        return graph
+    return rebuild(graph, replaced, removed)
