@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.kernels.checks import assert_outputs
+
 
 def i32(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int32)
@@ -128,16 +130,6 @@ ERRORS = [
     pytest.param("MatrixBandPart", [np.ones((4,), np.float32), np.int64(1), np.int64(0)], {}, ValueError, "at least 2-dim", id="band-vector"),
     pytest.param("Unique", [np.zeros((2, 2), np.int32)], {}, ValueError, "1D vector", id="unique-matrix"),
 ]
-
-
-def assert_outputs(outs: tuple, expected: list) -> None:
-    """Every output equals its expected array in dtype, shape and value (NaN equals NaN)."""
-    assert len(outs) == len(expected)
-    for got, want in zip(outs, expected):
-        want = np.asarray(want)
-        assert got.dtype == want.dtype
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("op, inputs, attrs, expected", CASES)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.kernels.checks import assert_outputs
+
 
 def i32(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int32)
@@ -72,16 +74,6 @@ ERRORS = [
     pytest.param("SplitV", [X25, i32(-1), np.int32(0)], {"num_split": 1}, ValueError, "only one output", id="split-v-one-unknown"),
     pytest.param("SplitV", [X25, i32(1, -1, -1), np.int32(1)], {"num_split": 3}, ValueError, "only be one -1", id="split-v-two-unknown"),
 ]
-
-
-def assert_outputs(outs: tuple, expected: list) -> None:
-    """Every output equals its expected array in dtype, shape and value."""
-    assert len(outs) == len(expected)
-    for got, want in zip(outs, expected):
-        want = np.asarray(want)
-        assert got.dtype == want.dtype
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("op, inputs, attrs, expected", CASES)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.kernels.checks import assert_outputs
+
 
 def i32(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int32)
@@ -127,16 +129,6 @@ ERRORS = [
     pytest.param("EnsureShape", [X23], {"shape": (6,)}, ValueError, "not compatible", id="ensure-shape-rank"),
     pytest.param("Bitcast", [np.zeros((2, 3), np.uint8)], {"type": np.dtype(np.float32)}, ValueError, "Cannot bitcast", id="bitcast-bad-last-dim"),
 ]
-
-
-def assert_outputs(outs: tuple, expected: list) -> None:
-    """Every output equals its expected array in dtype, shape and value."""
-    assert len(outs) == len(expected)
-    for got, want in zip(outs, expected):
-        want = np.asarray(want)
-        assert got.dtype == want.dtype
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("op, inputs, attrs, expected", CASES)

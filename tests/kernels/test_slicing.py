@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.kernels.checks import assert_outputs
+
 
 def i32(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int32)
@@ -120,16 +122,6 @@ ERRORS = [
     pytest.param("MirrorPad", [f32([1, 2]), i32(2, 0).reshape(1, 2)], {"mode": "REFLECT"}, ValueError, "less than the dimension size", id="mirror-reflect-too-wide"),
     pytest.param("MirrorPad", [f32([1, 2]), i32(0, 3).reshape(1, 2)], {"mode": "SYMMETRIC"}, ValueError, "no greater than", id="mirror-symmetric-too-wide"),
 ]
-
-
-def assert_outputs(outs: tuple, expected: list) -> None:
-    """Every output equals its expected array in dtype, shape and value."""
-    assert len(outs) == len(expected)
-    for got, want in zip(outs, expected):
-        want = np.asarray(want)
-        assert got.dtype == want.dtype
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("op, inputs, attrs, expected", CASES)
