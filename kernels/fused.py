@@ -1,0 +1,235 @@
+"""Fused kernels: a convolution or matmul whose bias, batch-norm scaling, residual add and activation run
+as an epilogue on each output chunk while it is in cache, rather than as separate passes over the tensor.
+
+The ops and attrs are TensorFlow's own (`_FusedConv2D`, `_FusedDepthwiseConv2dNative`, `_FusedMatMul`, as
+Grappler's remapper writes them): `fused_ops` lists the fused steps in order, and the extra inputs
+(`num_args` of them) are their operands: a bias (plus a residual addend for "Add"), or the scale, offset,
+mean and variance of "FusedBatchNorm". Each step computes exactly what its unfused op computes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from kernels import activations, special
+from kernels.conv import (
+    DataFormat,
+    Epilogue,
+    Padding,
+    conv2d_nhwc,
+    depthwise_conv2d_nhwc,
+    from_nhwc,
+    to_nhwc,
+    window_from_attrs,
+)
+from kernels.registry import kernel
+
+__all__ = ["fused_conv2d", "fused_depthwise_conv2d", "fused_mat_mul"]
+
+# An activation applied in place to a block: fn(xp, block, leakyrelu_alpha).
+Activation = Callable[[Any, Any, float], None]
+
+_ACTIVATIONS: dict[str, Activation] = {
+    "Relu": lambda xp, y, alpha: activations.relu_into(xp, y, y),
+    "Relu6": lambda xp, y, alpha: activations.relu6_into(xp, y, y),
+    "Elu": lambda xp, y, alpha: activations.elu_into(xp, y, y),
+    "LeakyRelu": lambda xp, y, alpha: activations.leaky_relu_into(xp, y, y, alpha),
+}
+
+_SQRT1_2 = 1 / math.sqrt(2)
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def _gelu_exact(xp: Any, y: Any, alpha: float) -> None:
+    """0.5 * x * (1 + erf(x / sqrt(2))), with the Erf kernel's erf."""
+    (erf,) = special.erf(xp, y * y.dtype.type(_SQRT1_2))
+    erf += y.dtype.type(1)
+    y *= y.dtype.type(0.5)
+    y *= erf
+
+
+def _gelu_approximate(xp: Any, y: Any, alpha: float) -> None:
+    """0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))."""
+    t = y * y
+    t *= y
+    t *= y.dtype.type(0.044715)
+    t += y
+    t *= y.dtype.type(_SQRT_2_OVER_PI)
+    xp.tanh(t, out=t)
+    t += y.dtype.type(1)
+    y *= y.dtype.type(0.5)
+    y *= t
+
+
+def _sigmoid(xp: Any, y: Any, alpha: float) -> None:
+    from kernels.elementwise import sigmoid  # the Sigmoid kernel's overflow-free formula
+
+    y[...] = sigmoid(xp, y)[0]
+
+
+_MATMUL_ACTIVATIONS: dict[str, Activation] = {
+    **_ACTIVATIONS,
+    "Tanh": lambda xp, y, alpha: xp.tanh(y, out=y),
+    "Sigmoid": _sigmoid,
+    "GeluExact": _gelu_exact,
+    "GeluApproximate": _gelu_approximate,
+}
+
+
+
+def _sequences(heads: Sequence[tuple[str, ...]], acts: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """Every fused_ops list an op accepts: a head (what the extra inputs are for), then at most one activation."""
+    return tuple(head + tail for head in heads for tail in ((), *((act,) for act in acts)))
+
+
+# The extra inputs each head takes.
+_HEAD_ARGS = {("BiasAdd",): 1, ("BiasAdd", "Add"): 2, ("FusedBatchNorm",): 4}
+_CONV_FUSED_OPS = _sequences([("BiasAdd",), ("BiasAdd", "Add"), ("FusedBatchNorm",)], list(_ACTIVATIONS))
+_DEPTHWISE_FUSED_OPS = _sequences([("BiasAdd",)], list(_ACTIVATIONS))
+_MATMUL_FUSED_OPS = _sequences([("BiasAdd",)], list(_MATMUL_ACTIVATIONS))
+# Literal of tuples: binding a node rejects any other fused_ops list, naming it, before anything runs.
+ConvFusedOps = Literal[_CONV_FUSED_OPS]
+DepthwiseFusedOps = Literal[_DEPTHWISE_FUSED_OPS]
+MatMulFusedOps = Literal[_MATMUL_FUSED_OPS]
+
+
+def _split_fused_ops(
+    op: str, fused_ops: Sequence[str], supported: Sequence[tuple[str, ...]], acts: dict[str, Activation], num_args: int
+) -> tuple[tuple[str, ...], Activation | None]:
+    """(head, activation or None) of a fused_ops list; ValueError naming it if `op` does not support it, or
+    if the node has the wrong number of extra inputs for it."""
+    fused = tuple(fused_ops)
+    if fused not in supported:
+        raise ValueError(f"{op} does not support fused_ops {list(fused)}; supported: {[list(f) for f in supported]}")
+    activation = acts.get(fused[-1])
+    head = fused[:-1] if activation is not None else fused
+    if num_args != _HEAD_ARGS[head]:
+        raise ValueError(f"{op} with fused_ops {list(fused)} takes {_HEAD_ARGS[head]} extra inputs, got {num_args}")
+    return head, activation
+
+
+def _channel_epilogue(
+    xp: Any,
+    head: tuple[str, ...],
+    args: Sequence[Any],
+    activation: Activation | None,
+    epsilon: float,
+    leakyrelu_alpha: float,
+    addend: Any | None = None,
+) -> Epilogue:
+    """The in-place epilogue for an NHWC output block: head's per-channel step, residual add, activation."""
+    if head[0] == "FusedBatchNorm":
+        scale, offset, mean, variance = args
+        # As the FusedBatchNorm kernel (inference): y = x * k + (offset - mean * k), k = scale / sqrt(var + eps).
+        compute = xp.result_type(scale.dtype, xp.float32)
+        k = scale.astype(compute, copy=False) / xp.sqrt(variance.astype(compute, copy=False) + compute.type(epsilon))
+        shift = offset.astype(compute, copy=False) - mean.astype(compute, copy=False) * k
+    else:
+        bias = args[0]
+        if bias.ndim != 1:
+            raise ValueError(f"bias must be 1-D, got shape {list(bias.shape)}")
+
+    def finish(block: Any, where: tuple[slice, slice]) -> None:
+        if head[0] == "FusedBatchNorm":
+            xp.multiply(block, k, out=block)
+            xp.add(block, shift, out=block)
+        else:
+            xp.add(block, bias, out=block)
+        if addend is not None:
+            xp.add(block, addend[where], out=block)
+        if activation is not None:
+            activation(xp, block, leakyrelu_alpha)
+
+    return finish
+
+
+def _check_channels(op: str, args: Sequence[Any], channels: int) -> None:
+    for a in args:
+        if a.ndim != 1 or a.shape[0] != channels:
+            raise ValueError(f"{op}: a per-channel input has shape {list(a.shape)}; expected [{channels}]")
+
+
+@kernel("_FusedConv2D")
+def fused_conv2d(
+    xp,
+    x,
+    filter,
+    *args,
+    strides: tuple[int, ...],
+    padding: Padding,
+    explicit_paddings: tuple[int, ...] = (),
+    data_format: DataFormat = "NHWC",
+    dilations: tuple[int, ...] = (1, 1, 1, 1),
+    fused_ops: ConvFusedOps,
+    num_args: int = 0,
+    epsilon: float = 0.0001,
+    leakyrelu_alpha: float = 0.2,
+    use_cudnn_on_gpu: bool = True,
+):
+    """Conv2D, then BiasAdd (optionally + a residual addend) or FusedBatchNorm, then an optional activation."""
+    head, activation = _split_fused_ops("_FusedConv2D", fused_ops, _CONV_FUSED_OPS, _ACTIVATIONS, len(args))
+    xs = to_nhwc(x, data_format)
+    win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
+    channels = filter.shape[3]
+    per_channel = args[:1] if head == ("BiasAdd", "Add") else args
+    _check_channels("_FusedConv2D", per_channel, channels)
+    addend = None
+    if head == ("BiasAdd", "Add"):
+        addend = to_nhwc(args[1], data_format)
+        if tuple(addend.shape) != (xs.shape[0], win.out_h, win.out_w, channels):
+            raise ValueError(f"_FusedConv2D: the addend's shape {list(args[1].shape)} is not the convolution's")
+    epilogue = _channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
+    return (from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
+
+
+@kernel("_FusedDepthwiseConv2dNative")
+def fused_depthwise_conv2d(
+    xp,
+    x,
+    filter,
+    *args,
+    strides: tuple[int, ...],
+    padding: Padding,
+    explicit_paddings: tuple[int, ...] = (),
+    data_format: DataFormat = "NHWC",
+    dilations: tuple[int, ...] = (1, 1, 1, 1),
+    fused_ops: DepthwiseFusedOps,
+    num_args: int = 0,
+    epsilon: float = 0.0001,
+    leakyrelu_alpha: float = 0.2,
+):
+    """DepthwiseConv2dNative, then BiasAdd, then an optional activation."""
+    head, activation = _split_fused_ops(
+        "_FusedDepthwiseConv2dNative", fused_ops, _DEPTHWISE_FUSED_OPS, _ACTIVATIONS, len(args)
+    )
+    xs = to_nhwc(x, data_format)
+    win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
+    _check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
+    epilogue = _channel_epilogue(xp, head, args, activation, epsilon, leakyrelu_alpha)
+    return (from_nhwc(xp, depthwise_conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
+
+
+@kernel("_FusedMatMul")
+def fused_mat_mul(
+    xp,
+    a,
+    b,
+    *args,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    fused_ops: MatMulFusedOps,
+    num_args: int = 0,
+    epsilon: float = 0.0001,
+    leakyrelu_alpha: float = 0.2,
+):
+    """MatMul, then BiasAdd, then an optional activation, in place on the product."""
+    _, activation = _split_fused_ops("_FusedMatMul", fused_ops, _MATMUL_FUSED_OPS, _MATMUL_ACTIVATIONS, len(args))
+    y = xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+    _check_channels("_FusedMatMul", args, y.shape[1])
+    xp.add(y, args[0], out=y)
+    if activation is not None:
+        activation(xp, y, leakyrelu_alpha)
+    return (y,)
+
