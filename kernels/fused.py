@@ -179,7 +179,13 @@ def fused_conv2d(
     if head == ("BiasAdd", "Add"):
         addend = to_nhwc(args[1], data_format)
         if tuple(addend.shape) != (xs.shape[0], win.out_h, win.out_w, channels):
-            raise ValueError(f"_FusedConv2D: the addend's shape {list(args[1].shape)} is not the convolution's")
+            # A broadcasting addend: the optimizer fuses without knowing shapes, so do what the unfused
+            # graph does: add it (broadcasting) after the convolution, then the activation.
+            epilogue = _channel_epilogue(xp, ("BiasAdd",), per_channel, None, epsilon, leakyrelu_alpha)
+            y = from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win, epilogue), data_format) + args[1]
+            if activation is not None:
+                activation(xp, y, leakyrelu_alpha)
+            return (y,)
     epilogue = _channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
     return (from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
 

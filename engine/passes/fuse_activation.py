@@ -27,29 +27,44 @@ def run(graph: Graph, ctx) -> Graph:
     consumers = Consumers(graph)
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
+    # Nodes already folded into a fused node: ResNet's two branches meet at one residual add, which
+    # only one of them may absorb.
+    claimed: set[str] = set()
     for node in graph.nodes:
         fused_op = _FUSED.get(node.op)
         if fused_op is None or not kernels.has_op(fused_op, ctx.device) or ctx.is_pinned(node.name) or node.name in removed:
             continue
         bias_add = consumers.sole_consumer(graph, node)
-        if bias_add is None or bias_add.op != "BiasAdd" or bias_add.inputs[0] != TensorRef(node.name, 0):
+        if bias_add is None or bias_add.op != "BiasAdd" or bias_add.inputs[0] != TensorRef(node.name, 0) or bias_add.name in claimed:
             continue
         if bias_add.attrs.get("data_format", "NHWC") != node.attrs.get("data_format", "NHWC"):
             continue
         chain = [bias_add]
         fused_ops = ["BiasAdd"]
-        activation = None if ctx.is_pinned(bias_add.name) else consumers.sole_consumer(graph, bias_add)
-        if activation is not None and activation.op in _ACTIVATIONS[fused_op] and activation.inputs[0] == TensorRef(bias_add.name, 0):
-            chain.append(activation)
-            fused_ops.append(activation.op)
+        args = [bias_add.inputs[1]]
+        nxt = None if ctx.is_pinned(bias_add.name) else consumers.sole_consumer(graph, bias_add)
+        # A residual add (ResNet's shortcut) joins a Conv2D's epilogue: conv + bias + other, then activation.
+        if nxt is not None and nxt.name in claimed:
+            nxt = None
+        if fused_op == "_FusedConv2D" and nxt is not None and nxt.op in ("Add", "AddV2") and len(nxt.inputs) == 2:
+            other = [ref for ref in nxt.inputs if ref != TensorRef(bias_add.name, 0)]
+            if len(other) == 1:
+                chain.append(nxt)
+                fused_ops.append("Add")
+                args.append(other[0])
+                nxt = None if ctx.is_pinned(nxt.name) else consumers.sole_consumer(graph, nxt)
+        if nxt is not None and nxt.name not in claimed and nxt.op in _ACTIVATIONS[fused_op] and nxt.inputs[0] == TensorRef(chain[-1].name, 0):
+            chain.append(nxt)
+            fused_ops.append(nxt.op)
         last = chain[-1]
         attrs = dict(node.attrs)
-        attrs.update(fused_ops=tuple(fused_ops), num_args=1, epsilon=0.0001)
+        attrs.update(fused_ops=tuple(fused_ops), num_args=len(args), epsilon=0.0001)
         if last.op == "LeakyRelu":
             attrs["leakyrelu_alpha"] = last.attrs.get("alpha", 0.2)
         controls = tuple(dict.fromkeys(c for n in [node, *chain] for c in n.control_inputs))
-        replaced[last.name] = Node(last.name, fused_op, (*node.inputs, bias_add.inputs[1]), controls, node.device, attrs)
+        replaced[last.name] = Node(last.name, fused_op, (*node.inputs, *args), controls, node.device, attrs)
         removed.update([node.name] + [n.name for n in chain[:-1]])
+        claimed.update([node.name] + [n.name for n in chain])
     if not replaced:
         return graph
     return rebuild(graph, replaced, removed)

@@ -128,3 +128,20 @@ def test_passes_shrink_real_keras_graphs_without_changing_results(case):
     assert len(optimized.instructions) < len(plain.instructions)
     assert "Mul" not in [ins.op for ins in optimized.instructions]
     compare(graph, feeds, fetches)
+
+
+@pytest.mark.parametrize("shortcut_shape", [(2, 5, 5, 4), (4,), (1, 5, 1, 4)], ids=["same", "vector", "broadcast"])
+def test_residual_add_fuses_into_the_convolution(shortcut_shape):
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None, 9, 9, 3))
+    g.placeholder("shortcut", np.float32, shortcut_shape)
+    g.const("w", rng.standard_normal((3, 3, 3, 4)).astype(np.float32))
+    g.const("b", rng.standard_normal(4).astype(np.float32))
+    g.node("conv", "Conv2D", ["x", "w"], T=F32, strides=[1, 2, 2, 1], padding="SAME")
+    g.node("biased", "BiasAdd", ["conv", "b"], T=F32)
+    g.node("sum", "AddV2", ["shortcut", "biased"], T=F32)
+    g.node("out", "Relu", ["sum"], T=F32)
+    graph = engine.load_graph(g.bytes())
+    assert ops_of(engine.Session(graph), ["x:0", "shortcut:0"], ["out:0"]) == ["_FusedConv2D"]
+    feeds = {"x:0": X, "shortcut:0": rng.standard_normal(shortcut_shape).astype(np.float32)}
+    compare(graph, feeds, ["out:0"])
