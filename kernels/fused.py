@@ -9,6 +9,8 @@ mean and variance of "FusedBatchNorm". Each step computes exactly what its unfus
 
 from __future__ import annotations
 
+import functools
+
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -94,13 +96,20 @@ ConvFusedOps = Literal[_CONV_FUSED_OPS]
 DepthwiseFusedOps = Literal[_DEPTHWISE_FUSED_OPS]
 MatMulFusedOps = Literal[_MATMUL_FUSED_OPS]
 
+# What each fused op accepts: its fused_ops sequences and its activations.
+_SPECS = {
+    "_FusedConv2D": (_CONV_FUSED_OPS, _ACTIVATIONS),
+    "_FusedDepthwiseConv2dNative": (_DEPTHWISE_FUSED_OPS, _ACTIVATIONS),
+    "_FusedMatMul": (_MATMUL_FUSED_OPS, _MATMUL_ACTIVATIONS),
+}
 
-def _split_fused_ops(
-    op: str, fused_ops: Sequence[str], supported: Sequence[tuple[str, ...]], acts: dict[str, Activation], num_args: int
-) -> tuple[tuple[str, ...], Activation | None]:
+
+@functools.lru_cache(maxsize=512)
+def _split_fused_ops(op: str, fused: tuple[str, ...], num_args: int) -> tuple[tuple[str, ...], Activation | None]:
     """(head, activation or None) of a fused_ops list; ValueError naming it if `op` does not support it, or
-    if the node has the wrong number of extra inputs for it."""
-    fused = tuple(fused_ops)
+    if the node has the wrong number of extra inputs for it. Memoized: it runs on every call of a kernel
+    whose matmul may take only microseconds."""
+    supported, acts = _SPECS[op]
     if fused not in supported:
         raise ValueError(f"{op} does not support fused_ops {list(fused)}; supported: {[list(f) for f in supported]}")
     activation = acts.get(fused[-1])
@@ -169,7 +178,7 @@ def fused_conv2d(
     use_cudnn_on_gpu: bool = True,
 ):
     """Conv2D, then BiasAdd (optionally + a residual addend) or FusedBatchNorm, then an optional activation."""
-    head, activation = _split_fused_ops("_FusedConv2D", fused_ops, _CONV_FUSED_OPS, _ACTIVATIONS, len(args))
+    head, activation = _split_fused_ops("_FusedConv2D", tuple(fused_ops), len(args))
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
     channels = filter.shape[3]
@@ -207,9 +216,7 @@ def fused_depthwise_conv2d(
     leakyrelu_alpha: float = 0.2,
 ):
     """DepthwiseConv2dNative, then BiasAdd, then an optional activation."""
-    head, activation = _split_fused_ops(
-        "_FusedDepthwiseConv2dNative", fused_ops, _DEPTHWISE_FUSED_OPS, _ACTIVATIONS, len(args)
-    )
+    head, activation = _split_fused_ops("_FusedDepthwiseConv2dNative", tuple(fused_ops), len(args))
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
     _check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
@@ -231,7 +238,7 @@ def fused_mat_mul(
     leakyrelu_alpha: float = 0.2,
 ):
     """MatMul, then BiasAdd, then an optional activation, in place on the product."""
-    _, activation = _split_fused_ops("_FusedMatMul", fused_ops, _MATMUL_FUSED_OPS, _MATMUL_ACTIVATIONS, len(args))
+    _, activation = _split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
     y = xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
     _check_channels("_FusedMatMul", args, y.shape[1])
     xp.add(y, args[0], out=y)
