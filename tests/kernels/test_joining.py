@@ -8,15 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.checks import assert_outputs
-
-
-def i32(*values: int) -> np.ndarray:
-    return np.array(values, dtype=np.int32)
-
-
-def f32(values) -> np.ndarray:
-    return np.array(values, dtype=np.float32)
+from tests.kernels.checks import assert_outputs, i32, f32
 
 
 A = f32([[1, 2], [3, 4]])

@@ -8,19 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.checks import assert_outputs
-
-
-def i32(*values: int) -> np.ndarray:
-    return np.array(values, dtype=np.int32)
-
-
-def i64(*values: int) -> np.ndarray:
-    return np.array(values, dtype=np.int64)
-
-
-def f32(values) -> np.ndarray:
-    return np.array(values, dtype=np.float32)
+from tests.kernels.checks import assert_outputs, i32, i64, f32
 
 
 X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
