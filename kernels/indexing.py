@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from kernels.host import format_dims, host, host_scalar
 from kernels.registry import kernel
 
 __all__ = [
@@ -29,24 +30,6 @@ __all__ = [
 
 # TensorFlow's bad_indices_policy attr: "" and "DEFAULT" mean ERROR on CPU; IGNORE skips bad indices.
 BadIndicesPolicy = Literal["", "DEFAULT", "ERROR", "IGNORE"]
-
-
-def _host(a: Any) -> Any:
-    """A small array as Python ints (a list, or an int for a scalar); `tolist` works for numpy and cupy."""
-    return a.tolist()
-
-
-def _host_scalar(a: Any, name: str) -> int:
-    value = _host(a)
-    if isinstance(value, list):
-        if len(value) != 1:
-            raise ValueError(f"{name} must be a scalar, got shape {_fmt(a.shape)}")
-        value = value[0]
-    return value
-
-
-def _fmt(dims: Any) -> str:
-    return "[" + ",".join(str(d) for d in dims) + "]"
 
 
 def _position(flat: int, shape: tuple[int, ...]) -> str:
@@ -106,7 +89,7 @@ def gather_v2(xp: Any, params: Any, indices: Any, axis: Any, *, batch_dims: int 
     rank = params.ndim
     if rank == 0:
         raise ValueError("params must be at least 1 dimensional")
-    a = _host_scalar(axis, "axis")
+    a = host_scalar(axis, "axis must be a scalar")
     if not -rank <= a < rank:
         raise ValueError(f"Expected axis in the range [{-rank}, {rank}), but got {a}")
     a %= rank
@@ -161,7 +144,7 @@ def _index_rows(xp: Any, indices: Any, shape: tuple[int, ...], policy: str, what
     rows = indices.reshape(-1, k)
     flat = int(xp.argmax(bad.reshape(-1)))
     raise IndexError(
-        f"indices[{flat}] = {_fmt(_host(rows[flat]))} does not index into {what} {_fmt(shape)}"
+        f"indices[{flat}] = {format_dims(host(rows[flat]))} does not index into {what} {format_dims(shape)}"
     )
 
 
@@ -173,7 +156,7 @@ def gather_nd(xp: Any, params: Any, indices: Any, *, bad_indices_policy: BadIndi
     gives zeros.
     """
     if indices.ndim < 1:
-        raise ValueError(f"indices must be at least a vector, got shape {_fmt(indices.shape)}")
+        raise ValueError(f"indices must be at least a vector, got shape {format_dims(indices.shape)}")
     k = indices.shape[-1]
     if k > params.ndim:
         raise ValueError(f"index innermost dimension length must be <= params rank; saw: {k} vs. {params.ndim}")
@@ -196,14 +179,14 @@ def scatter_nd(
     xp: Any, indices: Any, updates: Any, shape: Any, *, bad_indices_policy: BadIndicesPolicy = ""
 ) -> tuple:
     """Zeros of `shape` with `updates` added at the index rows of `indices` (duplicates sum)."""
-    out_shape = tuple(_host(shape))
+    out_shape = tuple(host(shape))
     if indices.ndim < 1:
-        raise ValueError(f"indices must be at least a vector, got shape {_fmt(indices.shape)}")
+        raise ValueError(f"indices must be at least a vector, got shape {format_dims(indices.shape)}")
     k = indices.shape[-1]
     if k > len(out_shape) or updates.shape != indices.shape[:-1] + out_shape[k:]:
         raise ValueError(
-            f"Dimensions mismatch: indices {_fmt(indices.shape)}, updates {_fmt(updates.shape)}, "
-            f"shape {_fmt(out_shape)}: updates must have shape indices.shape[:-1] + shape[indices.shape[-1]:]"
+            f"Dimensions mismatch: indices {format_dims(indices.shape)}, updates {format_dims(updates.shape)}, "
+            f"shape {format_dims(out_shape)}: updates must have shape indices.shape[:-1] + shape[indices.shape[-1]:]"
         )
     out = xp.zeros(out_shape, dtype=updates.dtype)
     if updates.size == 0:
@@ -233,7 +216,7 @@ def one_hot(xp: Any, indices: Any, depth: Any, on_value: Any, off_value: Any, *,
 
     Indices outside [0, depth), negative ones included, give a row of `off_value`.
     """
-    d = _host_scalar(depth, "depth")
+    d = host_scalar(depth, "depth must be a scalar")
     if d < 0:
         raise ValueError(f"depth must be non-negative, got: {d}")
     out_rank = indices.ndim + 1
@@ -250,8 +233,8 @@ def one_hot(xp: Any, indices: Any, depth: Any, on_value: Any, off_value: Any, *,
 def matrix_band_part(xp: Any, input: Any, num_lower: Any, num_upper: Any) -> tuple:
     """The band of each innermost matrix: num_lower sub- and num_upper super-diagonals (-1: all)."""
     if input.ndim < 2:
-        raise ValueError(f"input must be at least 2-dim, received shape: {_fmt(input.shape)}")
-    lower, upper = _host_scalar(num_lower, "num_lower"), _host_scalar(num_upper, "num_upper")
+        raise ValueError(f"input must be at least 2-dim, received shape: {format_dims(input.shape)}")
+    lower, upper = host_scalar(num_lower, "num_lower must be a scalar"), host_scalar(num_upper, "num_upper must be a scalar")
     m, n = input.shape[-2:]
     if lower > m:
         raise ValueError(f"num_lower must be negative or less or equal to number of rows ({m}) got: {lower}")
@@ -289,8 +272,8 @@ def top_k_v2(xp: Any, input: Any, k: Any, *, sorted: bool = True, index_type: An
     sorted, which TensorFlow allows.
     """
     if input.ndim < 1:
-        raise ValueError(f"input must be >= 1-D, got shape {_fmt(input.shape)}")
-    kk = _host_scalar(k, "k")
+        raise ValueError(f"input must be >= 1-D, got shape {format_dims(input.shape)}")
+    kk = host_scalar(k, "k must be a scalar")
     if kk < 0:
         raise ValueError(f"Need k >= 0, got {kk}")
     n = input.shape[-1]

@@ -9,34 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.host import format_dims, host, host_scalar
 from kernels.registry import kernel
 
 __all__ = ["concat_v2", "concat", "pack", "unpack", "split", "split_v"]
-
-
-def _host(a: Any) -> Any:
-    """A small array as Python ints (a list, or an int for a scalar); `tolist` works for numpy and cupy."""
-    return a.tolist()
-
-
-def _fmt(dims: Any) -> str:
-    return "[" + ",".join(str(d) for d in dims) + "]"
-
-
-def _axis_scalar(axis: Any, name: str) -> int:
-    value = _host(axis)
-    if isinstance(value, list):
-        if len(value) != 1:
-            raise ValueError(f"{name} tensor should be a scalar integer, got shape {_fmt(axis.shape)}")
-        value = value[0]
-    return value
 
 
 def _concat(xp: Any, values: tuple, axis: Any) -> tuple:
     rank = values[0].ndim
     if rank == 0:
         raise ValueError("ConcatOp : Can't concatenate scalars (use tf.stack instead)")
-    a = _axis_scalar(axis, "concat_dim")
+    a = host_scalar(axis, "concat_dim tensor should be a scalar integer")
     if not -rank <= a < rank:
         raise ValueError(
             f"ConcatOp : Expected concatenating dimensions in the range [{-rank}, {rank}), but got {a}"
@@ -46,14 +29,14 @@ def _concat(xp: Any, values: tuple, axis: Any) -> tuple:
     for i, v in enumerate(values[1:], start=1):
         if v.ndim != rank:
             raise ValueError(
-                f"ConcatOp : Ranks of all input tensors should match: shape[0] = {_fmt(first)} "
-                f"vs. shape[{i}] = {_fmt(v.shape)}"
+                f"ConcatOp : Ranks of all input tensors should match: shape[0] = {format_dims(first)} "
+                f"vs. shape[{i}] = {format_dims(v.shape)}"
             )
         for d in range(rank):
             if d != a and v.shape[d] != first[d]:
                 raise ValueError(
-                    f"ConcatOp : Dimension {d} in both shapes must be equal: shape[0] = {_fmt(first)} "
-                    f"vs. shape[{i}] = {_fmt(v.shape)}"
+                    f"ConcatOp : Dimension {d} in both shapes must be equal: shape[0] = {format_dims(first)} "
+                    f"vs. shape[{i}] = {format_dims(v.shape)}"
                 )
     if len(values) == 1:
         return (values[0],)  # TensorFlow forwards a lone input unchanged
@@ -83,8 +66,8 @@ def pack(xp: Any, *values: Any, axis: int = 0) -> tuple:
     for i, v in enumerate(values[1:], start=1):
         if v.shape != first:
             raise ValueError(
-                f"Shapes of all inputs must match: values[0].shape = {_fmt(first)} "
-                f"!= values[{i}].shape = {_fmt(v.shape)}"
+                f"Shapes of all inputs must match: values[0].shape = {format_dims(first)} "
+                f"!= values[{i}].shape = {format_dims(v.shape)}"
             )
     return (xp.stack(values, axis=axis),)
 
@@ -97,14 +80,14 @@ def unpack(xp: Any, value: Any, *, num: int, axis: int = 0) -> tuple:
         raise ValueError(f"axis = {axis} not in [{-rank}, {rank})")
     axis %= rank
     if value.shape[axis] != num:
-        raise ValueError(f"Input shape axis {axis} must equal {num}, got shape {_fmt(value.shape)}")
+        raise ValueError(f"Input shape axis {axis} must equal {num}, got shape {format_dims(value.shape)}")
     lead = (slice(None),) * axis
     # The trailing Ellipsis keeps numpy from turning a 0-d result into a scalar.
     return tuple(value[lead + (i, Ellipsis)] for i in range(num))
 
 
 def _split_axis(axis: Any, rank: int) -> int:
-    a = _axis_scalar(axis, "split_dim")
+    a = host_scalar(axis, "split_dim tensor should be a scalar integer")
     if not -rank <= a < rank:
         raise ValueError(f"-input rank(-{rank}) <= split_dim < input rank ({rank}), but got {a}")
     return a % rank
@@ -138,7 +121,7 @@ def split_v(xp: Any, value: Any, size_splits: Any, split_dim: Any, *, num_split:
     """`value` cut along `split_dim` into parts of `size_splits` (one -1 takes what is left)."""
     axis = _split_axis(split_dim, value.ndim)
     n = value.shape[axis]
-    sizes = _host(size_splits)
+    sizes = host(size_splits)
     sizes = sizes if isinstance(sizes, list) else [sizes]
     if len(sizes) != num_split:
         raise ValueError(f"Number of split sizes ({len(sizes)}) must equal num_split ({num_split})")

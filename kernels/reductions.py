@@ -17,6 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from kernels.host import format_dims
 from kernels.registry import kernel
 
 __all__ = [
@@ -45,10 +46,6 @@ def _is_float(dtype: np.dtype) -> bool:
 def _accumulator(dtype: np.dtype) -> np.dtype:
     """The dtype to accumulate in: float32 for 16-bit floats (summing in 16 bits stalls), else the dtype."""
     return np.dtype(np.float32) if dtype in _HALF_FLOATS else dtype
-
-
-def _fmt(shape: tuple[int, ...]) -> str:
-    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _reduction_axes(axis: Any, ndim: int) -> tuple[int, ...]:
@@ -161,7 +158,7 @@ def _arg_extremum(xp: Any, input: Any, dimension: Any, output_type: Any, name: s
     if not -input.ndim <= axis < input.ndim:
         raise ValueError(f"Expected dimension in the range [{-input.ndim}, {input.ndim}), but got {axis}")
     if input.shape[axis] == 0:
-        raise ValueError(f"Reduction axis {axis} is empty in shape {_fmt(input.shape)}")
+        raise ValueError(f"Reduction axis {axis} is empty in shape {format_dims(input.shape)}")
     index = getattr(xp, name)(input, axis=axis)
     if _is_float(input.dtype):
         # TensorFlow's comparisons pass over NaN (a row of NaNs gives 0); numpy's arg-max stops at the

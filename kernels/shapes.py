@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.host import format_dims, host_vector
 from kernels.registry import kernel
 
 __all__ = [
@@ -37,22 +38,6 @@ __all__ = [
 ]
 
 
-def _host(a: Any) -> Any:
-    """A small array as Python ints (a list, or an int for a scalar); `tolist` works for numpy and cupy."""
-    return a.tolist()
-
-
-def _host_vector(a: Any) -> list[int]:
-    """A shape-like input as a list of Python ints; a scalar counts as a one-element vector."""
-    value = _host(a)
-    return value if isinstance(value, list) else [value]
-
-
-def _fmt(dims: Any) -> str:
-    """A shape written the way TensorFlow's messages write it: [2,3]."""
-    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
-
-
 def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """The broadcast of two shapes under numpy/TF rules; ValueError naming both when incompatible."""
     out = []
@@ -60,7 +45,7 @@ def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]
         da = a[-i] if i <= len(a) else 1
         db = b[-i] if i <= len(b) else 1
         if da != db and da != 1 and db != 1:
-            raise ValueError(f"Incompatible shapes: {_fmt(a)} vs. {_fmt(b)}")
+            raise ValueError(f"Incompatible shapes: {format_dims(a)} vs. {format_dims(b)}")
         out.append(db if da == 1 else da)
     return tuple(reversed(out))
 
@@ -146,8 +131,8 @@ def _reshape_target(sizes: list[int], in_shape: tuple[int, ...], in_count: int) 
 def reshape(xp: Any, tensor: Any, shape: Any) -> tuple:
     """`tensor` with the shape `shape`; one -1 is inferred, and 0 is a real (empty) size."""
     if shape.ndim > 1:
-        raise ValueError(f"sizes input must be 1-D, not {_fmt(shape.shape)}")
-    target = _reshape_target(_host_vector(shape), tensor.shape, tensor.size)
+        raise ValueError(f"sizes input must be 1-D, not {format_dims(shape.shape)}")
+    target = _reshape_target(host_vector(shape), tensor.shape, tensor.size)
     return (tensor.reshape(target),)
 
 
@@ -174,7 +159,7 @@ def squeeze(xp: Any, x: Any, *, squeeze_dims: tuple[int, ...] = (), axis: tuple[
 @kernel("ExpandDims")
 def expand_dims(xp: Any, x: Any, dim: Any) -> tuple:
     """`x` with a size-1 dim inserted at `dim` (in [-rank-1, rank])."""
-    values = _host_vector(dim)
+    values = host_vector(dim)
     if len(values) != 1:
         raise ValueError(f"'dim' must be a tensor with a single value, got {len(values)} values")
     d = values[0]
@@ -186,7 +171,7 @@ def expand_dims(xp: Any, x: Any, dim: Any) -> tuple:
 
 
 def _permutation(perm: Any, ndim: int) -> tuple[int, ...]:
-    axes = _host_vector(perm)
+    axes = host_vector(perm)
     if len(axes) != ndim:
         raise ValueError(
             f"transpose expects a vector of size {ndim}. But input(1) is a vector of size {len(axes)}"
@@ -195,7 +180,7 @@ def _permutation(perm: Any, ndim: int) -> tuple[int, ...]:
     axes = [a + ndim if a < 0 else a for a in axes]
     for i in range(ndim):
         if i not in axes:
-            raise ValueError(f"{i} is missing from {{{','.join(map(str, _host_vector(perm)))}}}.")
+            raise ValueError(f"{i} is missing from {{{','.join(map(str, host_vector(perm)))}}}.")
     return tuple(axes)
 
 
@@ -215,16 +200,16 @@ def conjugate_transpose(xp: Any, x: Any, perm: Any) -> tuple:
 @kernel("BroadcastTo")
 def broadcast_to(xp: Any, input: Any, shape: Any) -> tuple:
     """`input` broadcast to `shape`; returned as a read-only view, never written by later kernels."""
-    target = tuple(_host_vector(shape))
+    target = tuple(host_vector(shape))
     if len(target) < input.ndim or _broadcast_shapes(input.shape, target) != target:
-        raise ValueError(f"Incompatible shapes: {_fmt(input.shape)} vs. {_fmt(target)}")
+        raise ValueError(f"Incompatible shapes: {format_dims(input.shape)} vs. {format_dims(target)}")
     return (xp.broadcast_to(input, target),)
 
 
 @kernel("Tile")
 def tile(xp: Any, input: Any, multiples: Any) -> tuple:
     """`input` repeated `multiples[i]` times along each dim i."""
-    reps = _host_vector(multiples)
+    reps = host_vector(multiples)
     if len(reps) != input.ndim:
         raise ValueError(
             f"Expected multiples argument to be a vector of length {input.ndim} but got length {len(reps)}"
@@ -252,7 +237,7 @@ def bitcast(xp: Any, input: Any, *, type: Any) -> tuple:
     if out_size % in_size or x.ndim == 0 or x.shape[-1] != ratio:
         raise ValueError(
             f"Cannot bitcast from {input.dtype} to {out_dtype}: the last dimension must be {ratio}, "
-            f"got shape {_fmt(x.shape)}"
+            f"got shape {format_dims(x.shape)}"
         )
     return (x.view(out_dtype).reshape(x.shape[:-1]),)
 
@@ -268,7 +253,7 @@ def ensure_shape(xp: Any, input: Any, *, shape: tuple[int | None, ...] | None = 
         len(shape) != input.ndim or any(s is not None and s != d for s, d in zip(shape, input.shape))
     ):
         raise ValueError(
-            f"Shape of tensor input {_fmt(input.shape)} is not compatible with expected shape {_fmt(shape)}."
+            f"Shape of tensor input {format_dims(input.shape)} is not compatible with expected shape {format_dims(shape)}."
         )
     return (input,)
 
@@ -276,7 +261,7 @@ def ensure_shape(xp: Any, input: Any, *, shape: tuple[int | None, ...] | None = 
 @kernel("BroadcastArgs")
 def broadcast_args(xp: Any, s0: Any, s1: Any) -> tuple:
     """The shape that shapes `s0` and `s1` broadcast to, in their dtype."""
-    out = _broadcast_shapes(tuple(_host_vector(s0)), tuple(_host_vector(s1)))
+    out = _broadcast_shapes(tuple(host_vector(s0)), tuple(host_vector(s1)))
     return (xp.asarray(out, dtype=s0.dtype),)
 
 
@@ -287,12 +272,12 @@ def broadcast_args(xp: Any, s0: Any, s1: Any) -> tuple:
 @kernel("Fill")
 def fill(xp: Any, dims: Any, value: Any) -> tuple:
     """A tensor of shape `dims` filled with the scalar `value`, in value's dtype."""
-    target = tuple(_host_vector(dims))
+    target = tuple(host_vector(dims))
     for d in target:
         if d < 0:
             raise ValueError(f"Dimension {d} must be >= 0")
     if value.ndim != 0:
-        raise ValueError(f"value must be a scalar, got shape {_fmt(value.shape)}")
+        raise ValueError(f"value must be a scalar, got shape {format_dims(value.shape)}")
     out = xp.empty(target, dtype=value.dtype)
     out[...] = value
     return (out,)

@@ -10,23 +10,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Literal
 
+from kernels.host import format_dims, host, host_vector
 from kernels.registry import kernel
 
 __all__ = ["slice_", "strided_slice", "strided_slice_index", "reverse_v2", "pad", "pad_v2", "mirror_pad"]
-
-
-def _host(a: Any) -> Any:
-    """A small array as Python ints (a list, or an int for a scalar); `tolist` works for numpy and cupy."""
-    return a.tolist()
-
-
-def _host_vector(a: Any) -> list[int]:
-    value = _host(a)
-    return value if isinstance(value, list) else [value]
-
-
-def _fmt(dims: Any) -> str:
-    return "[" + ",".join(str(d) for d in dims) + "]"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -36,11 +23,11 @@ def _fmt(dims: Any) -> str:
 @kernel("Slice")
 def slice_(xp: Any, input: Any, begin: Any, size: Any) -> tuple:
     """The box of `input` starting at `begin` with extent `size` (-1: to the end of that dim), a view."""
-    starts, sizes = _host_vector(begin), _host_vector(size)
+    starts, sizes = host_vector(begin), host_vector(size)
     if len(starts) != input.ndim or len(sizes) != input.ndim:
         raise ValueError(
             f"Expected begin and size arguments to be 1-D tensors of size {input.ndim}, "
-            f"but got shapes {_fmt(begin.shape)} and {_fmt(size.shape)} instead."
+            f"but got shapes {format_dims(begin.shape)} and {format_dims(size.shape)} instead."
         )
     index = []
     for i, (b, s, n) in enumerate(zip(starts, sizes, input.shape)):
@@ -171,9 +158,9 @@ def strided_slice(
     """Python-style extended slicing with TensorFlow's masks; the result is a view of `input`."""
     index = strided_slice_index(
         input.shape,
-        tuple(_host_vector(begin)),
-        tuple(_host_vector(end)),
-        tuple(_host_vector(strides)),
+        tuple(host_vector(begin)),
+        tuple(host_vector(end)),
+        tuple(host_vector(strides)),
         begin_mask,
         end_mask,
         ellipsis_mask,
@@ -192,7 +179,7 @@ def reverse_v2(xp: Any, tensor: Any, axis: Any) -> tuple:
     """`tensor` with the order of elements along each dim in `axis` reversed (a view)."""
     rank = tensor.ndim
     flipped = set()
-    for i, a in enumerate(_host_vector(axis)):
+    for i, a in enumerate(host_vector(axis)):
         if not -rank <= a < rank:
             raise ValueError(f"'axis'[{i}] = {a} is out of valid range [0, {rank - 1}]")
         a %= rank
@@ -213,9 +200,9 @@ def _paddings(paddings: Any, x: Any) -> list[tuple[int, int]]:
     if paddings.ndim != 2 or paddings.shape[1] != 2 or paddings.shape[0] != x.ndim:
         raise ValueError(
             "The first dimension of paddings must be the rank of inputs, and paddings must be a "
-            f"matrix with 2 columns: paddings {_fmt(paddings.shape)}, input {_fmt(x.shape)}"
+            f"matrix with 2 columns: paddings {format_dims(paddings.shape)}, input {format_dims(x.shape)}"
         )
-    pairs = [(int(b), int(a)) for b, a in _host(paddings)]
+    pairs = [(int(b), int(a)) for b, a in host(paddings)]
     for b, a in pairs:
         if b < 0 or a < 0:
             raise ValueError(f"Paddings must be non-negative: {b} {a}")
