@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tests.kernels.checks import a, check
+
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in LeakyRelu(alpha=0) is TF's NaN too
 
 nan, inf = math.nan, math.inf
@@ -17,17 +19,6 @@ f32, f64, f16, bf16, i32 = np.float32, np.float64, np.float16, ml_dtypes.bfloat1
 SELU_SCALE, SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
 
 
-def a(values, dtype):
-    return np.array(values, dtype=dtype)
-
-
-def check(out, expected, rtol=0.0):
-    assert out.dtype == expected.dtype, (out.dtype, expected.dtype)
-    assert out.shape == expected.shape, (out.shape, expected.shape)
-    if rtol:
-        np.testing.assert_allclose(out.astype(f64), expected.astype(f64), rtol=rtol)
-    else:
-        np.testing.assert_array_equal(out.astype(f64), expected.astype(f64))
 
 
 X = [nan, 1.0, -2.0, 0.0, -0.0, inf, -inf]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.kernels.checks import from_format, to_format
+
 
 def _same_or_valid(size, k, stride, dilation, padding, explicit):
     k_eff = (k - 1) * dilation + 1
@@ -81,23 +83,15 @@ def _attrs(strides, dilations, padding, explicit, data_format):
     return attrs
 
 
-def _to(fmt, x):
-    return x if fmt == "NHWC" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-
-
-def _from(fmt, y):
-    return y if fmt == "NHWC" else y.transpose(0, 2, 3, 1)
-
-
 @pytest.mark.parametrize("data_format", FORMATS)
 @pytest.mark.parametrize("hw,k,strides,dilations,padding,explicit", GEOMETRIES)
 def test_conv2d_matches_naive_loops(run_kernel, hw, k, strides, dilations, padding, explicit, data_format):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, *hw, 3), dtype=np.float32)
     w = rng.standard_normal((*k, 3, 4), dtype=np.float32)
-    (y,) = run_kernel("Conv2D", _to(data_format, x), w, **_attrs(strides, dilations, padding, explicit, data_format))
+    (y,) = run_kernel("Conv2D", to_format(data_format, x), w, **_attrs(strides, dilations, padding, explicit, data_format))
     want = naive_conv(x, w, strides, dilations, padding, explicit or ((0, 0), (0, 0)))
-    np.testing.assert_allclose(_from(data_format, y), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(from_format(data_format, y), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("data_format", FORMATS)
@@ -108,9 +102,9 @@ def test_depthwise_conv2d_matches_naive_loops(run_kernel, hw, k, strides, dilati
     x = rng.standard_normal((2, *hw, 3), dtype=np.float32)
     w = rng.standard_normal((*k, 3, multiplier), dtype=np.float32)
     attrs = _attrs(strides, dilations, padding, explicit, data_format)
-    (y,) = run_kernel("DepthwiseConv2dNative", _to(data_format, x), w, **attrs)
+    (y,) = run_kernel("DepthwiseConv2dNative", to_format(data_format, x), w, **attrs)
     want = naive_conv(x, w, strides, dilations, padding, explicit or ((0, 0), (0, 0)), depthwise=True)
-    np.testing.assert_allclose(_from(data_format, y), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(from_format(data_format, y), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("data_format", FORMATS)
@@ -123,9 +117,9 @@ def test_conv2d_backprop_input_matches_naive_loops(run_kernel, hw, k, strides, d
     dy = rng.standard_normal(out_shape, dtype=np.float32)
     sizes = np.array(in_shape if data_format == "NHWC" else (2, 3, *hw), np.int32)
     attrs = _attrs(strides, dilations, padding, explicit, data_format)
-    (dx,) = run_kernel("Conv2DBackpropInput", sizes, w, _to(data_format, dy), **attrs)
+    (dx,) = run_kernel("Conv2DBackpropInput", sizes, w, to_format(data_format, dy), **attrs)
     want = naive_conv_backprop_input(in_shape, w, dy, strides, dilations, padding, explicit or ((0, 0), (0, 0)))
-    np.testing.assert_allclose(_from(data_format, dx), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(from_format(data_format, dx), want, rtol=1e-5, atol=1e-5)
 
 
 SOBEL = np.array([[1, 0, -1], [2, 0, -2], [1, 0, -1]], np.float32).reshape(3, 3, 1, 1)

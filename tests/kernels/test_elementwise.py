@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tests.kernels.checks import a, check
+
 # IEEE results (1/0, log(0), casts of NaN) are TensorFlow's answers too; numpy's warnings about them are noise.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -17,19 +19,6 @@ f32, f64, f16, bf16 = np.float32, np.float64, np.float16, ml_dtypes.bfloat16
 i8, i32, i64, u8 = np.int8, np.int32, np.int64, np.uint8
 
 
-def a(values, dtype):
-    return np.array(values, dtype=dtype)
-
-
-def check(out, expected, rtol=0.0):
-    assert out.dtype == expected.dtype, (out.dtype, expected.dtype)
-    assert out.shape == expected.shape, (out.shape, expected.shape)
-    if rtol:
-        np.testing.assert_allclose(out.astype(f64), expected.astype(f64), rtol=rtol, atol=0)
-    elif expected.dtype == bf16:  # numpy's NaN-aware comparison does not know bfloat16
-        np.testing.assert_array_equal(out.astype(f32), expected.astype(f32))
-    else:
-        np.testing.assert_array_equal(out, expected)
 
 
 UNARY = [

@@ -10,6 +10,8 @@ import pytest
 import kernels
 from kernels.registry import AttrBindError
 
+from tests.kernels.checks import to_format
+
 ACTIVATIONS = ["Relu", "Relu6", "Elu", "LeakyRelu"]
 CONV_FUSED_OPS = (
     [("BiasAdd",)]
@@ -36,10 +38,6 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 def _conv_attrs(strides, padding, data_format):
     s = (1, *strides, 1) if data_format == "NHWC" else (1, 1, *strides)
     return dict(strides=s, padding=padding, data_format=data_format)
-
-
-def _channels_first(x, data_format):
-    return x if data_format == "NHWC" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
 
 
 def _then(run_kernel, y, fused_ops, args, data_format, epsilon=0.0001, alpha=0.2):
@@ -84,7 +82,7 @@ def _args(rng, fused_ops, channels, out_shape):
 @pytest.mark.parametrize("fused_ops", CONV_FUSED_OPS, ids="-".join)
 def test_fused_conv2d_equals_conv2d_then_its_ops(run_kernel, fused_ops, hw, k, strides, padding, data_format):
     rng = np.random.default_rng(0)
-    x = _channels_first(rng.standard_normal((2, *hw, 3)).astype(np.float32), data_format)
+    x = to_format(data_format, rng.standard_normal((2, *hw, 3)).astype(np.float32))
     w = rng.standard_normal((*k, 3, 5)).astype(np.float32)
     attrs = _conv_attrs(strides, padding, data_format)
     (plain,) = run_kernel("Conv2D", x, w, **attrs)
@@ -108,7 +106,7 @@ def test_fused_depthwise_equals_depthwise_then_its_ops(
     run_kernel, fused_ops, hw, k, strides, padding, multiplier, data_format
 ):
     rng = np.random.default_rng(1)
-    x = _channels_first(rng.standard_normal((2, *hw, 4)).astype(np.float32), data_format)
+    x = to_format(data_format, rng.standard_normal((2, *hw, 4)).astype(np.float32))
     w = rng.standard_normal((*k, 4, multiplier)).astype(np.float32)
     attrs = _conv_attrs(strides, padding, data_format)
     (plain,) = run_kernel("DepthwiseConv2dNative", x, w, **attrs)

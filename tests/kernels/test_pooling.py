@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.kernels.checks import from_format, to_format
+
 
 def naive_pool(x, k, stride, padding, reduce, explicit=((0, 0), (0, 0))):
     """NHWC reference: each window's max or mean over its real (non-padding) cells, by plain loops."""
@@ -58,28 +60,20 @@ def _attrs(k, strides, padding, explicit, data_format):
     return attrs
 
 
-def _to(fmt, x):
-    return x if fmt == "NHWC" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-
-
-def _from(fmt, y):
-    return y if fmt == "NHWC" else y.transpose(0, 2, 3, 1)
-
-
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("hw,k,strides,padding,explicit", GEOMETRIES)
 def test_max_pool_matches_naive_loops(run_kernel, hw, k, strides, padding, explicit, data_format):
     x = np.random.default_rng(0).standard_normal((2, *hw, 3), dtype=np.float32) - 5  # all negative: padding must not win
-    (y,) = run_kernel("MaxPool", _to(data_format, x), **_attrs(k, strides, padding, explicit, data_format))
-    np.testing.assert_array_equal(_from(data_format, y), naive_pool(x, k, strides, padding, "max", explicit or ((0, 0), (0, 0))))
+    (y,) = run_kernel("MaxPool", to_format(data_format, x), **_attrs(k, strides, padding, explicit, data_format))
+    np.testing.assert_array_equal(from_format(data_format, y), naive_pool(x, k, strides, padding, "max", explicit or ((0, 0), (0, 0))))
 
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("hw,k,strides,padding,explicit", [g for g in GEOMETRIES if g[3] != "EXPLICIT"])
 def test_avg_pool_matches_naive_loops(run_kernel, hw, k, strides, padding, explicit, data_format):
     x = np.random.default_rng(1).standard_normal((2, *hw, 3), dtype=np.float32)
-    (y,) = run_kernel("AvgPool", _to(data_format, x), **_attrs(k, strides, padding, explicit, data_format))
-    np.testing.assert_allclose(_from(data_format, y), naive_pool(x, k, strides, padding, "mean"), rtol=1e-5, atol=1e-6)
+    (y,) = run_kernel("AvgPool", to_format(data_format, x), **_attrs(k, strides, padding, explicit, data_format))
+    np.testing.assert_allclose(from_format(data_format, y), naive_pool(x, k, strides, padding, "mean"), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("hw,k,strides,padding,explicit", [g for g in GEOMETRIES if g[3] != "EXPLICIT"])

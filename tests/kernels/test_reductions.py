@@ -9,23 +9,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tests.kernels.checks import a, check
+
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the mean of nothing is NaN, quietly in TF
 
 nan, inf = math.nan, math.inf
 f32, f16, bf16, i8, i32, i64, u8, u64 = np.float32, np.float16, ml_dtypes.bfloat16, np.int8, np.int32, np.int64, np.uint8, np.uint64
 
 
-def a(values, dtype):
-    return np.array(values, dtype=dtype)
-
-
-def check(out, expected, rtol=0.0):
-    assert out.dtype == expected.dtype, (out.dtype, expected.dtype)
-    assert out.shape == expected.shape, (out.shape, expected.shape)
-    if rtol:
-        np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=rtol)
-    else:
-        np.testing.assert_array_equal(out, expected)
 
 
 M = a([[1, 2, 3], [4, 5, 6]], f32)
