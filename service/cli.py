@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -26,7 +27,22 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    print("no server yet: the HTTP server arrives with the next release", file=sys.stderr)
+    from pydantic import ValidationError
+
+    from service.server import serve
+    from service.settings import Settings
+
+    # Flags given on the command line win over TENSORGATE_* variables; the rest come from those.
+    overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as e:
+        print(f"error: invalid settings: {e}", file=sys.stderr)
+        return 2
+    if not settings.model_repository.is_dir():
+        print(f"error: model repository '{settings.model_repository}' is not a directory", file=sys.stderr)
+        return 2
+    serve(settings)
     return 0
 
 
@@ -39,10 +55,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_inspect)
 
-    p = sub.add_parser("serve", help="serve a model repository over HTTP")
-    p.add_argument("--model-repository", default="models")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p = sub.add_parser(
+        "serve",
+        help="serve a model repository over HTTP",
+        description="Serve a model repository. Every setting can also come from a TENSORGATE_* variable "
+        "(TENSORGATE_ADMIN_TOKEN, TENSORGATE_POLL_INTERVAL_S, ...); flags win over variables.",
+    )
+    p.add_argument("--model-repository", type=Path, help="repository directory (default: models)")
+    p.add_argument("--host", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default: 8000)")
+    p.add_argument("--poll-interval-s", type=float, help="repository poll interval; 0 turns hot reload off (default: 2)")
+    p.add_argument("--log-level", help="uvicorn log level (default: info)")
     p.set_defaults(func=_serve)
 
     args = parser.parse_args(argv)

@@ -58,3 +58,55 @@ def test_console_script_runs(tmp_path):
         [sys.executable, "-m", "service.cli", "inspect", str(graph_file(tmp_path))], capture_output=True, text=True
     )
     assert proc.returncode == 0 and "MatMul" in proc.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_starts_a_server_configured_by_flags_and_environment(tmp_path):
+    """`tensorgate serve` serves the repository; TENSORGATE_* variables fill what flags leave out."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    import httpx
+
+    from tests.service.conftest import EXAMPLES
+
+    shutil.copytree(EXAMPLES, tmp_path / "models")
+    port = _free_port()
+    env = {**os.environ, "TENSORGATE_PORT": str(port), "TENSORGATE_API_TOKEN": "t0ken"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--model-repository", str(tmp_path / "models"), "--host", "127.0.0.1"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not become ready"
+            time.sleep(0.1)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/models/half_plus_two:predict", json={"instances": [1.0, 2.0, 5.0]},
+                       headers={"Authorization": "Bearer t0ken"})
+        assert r.json() == {"predictions": [2.5, 3.0, 4.5]}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal so that the exit status tells.
+        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert "Application shutdown complete" in proc.stdout.read().decode()
+
+
+def test_serve_rejects_a_missing_repository(tmp_path, capsys):
+    assert main(["serve", "--model-repository", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err

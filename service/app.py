@@ -1,0 +1,102 @@
+"""The FastAPI application: wires settings, the model manager, the data plane and both protocols.
+
+    >>> app = create_app(Settings(model_repository=Path("models")))
+    >>> uvicorn.run(app, host="127.0.0.1", port=8000)
+
+Errors from anywhere (service errors, engine errors, FastAPI's own) leave through one handler as
+`{"error": "..."}` with the status `service.errors.status_of` gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import service
+from engine import PlanOptions, SessionOptions
+from engine.errors import EngineError
+from service import rest_tfserving, rest_v2
+from service.bodies import BodyLimitMiddleware
+from service.dataplane import DataPlane
+from service.errors import ServiceError, status_of
+from service.manager import ModelManager
+from service.repository import ModelRepository
+from service.settings import Settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("tensorgate.app")
+
+
+def _error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def _on_error(request: Request, error: Exception) -> JSONResponse:
+    status = status_of(error)
+    if status >= 500 and not isinstance(error, ServiceError):
+        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
+        return _error_response(500, f"internal error: {type(error).__name__}: {error}")
+    return _error_response(status, getattr(error, "message", None) or str(error))
+
+
+async def _on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    message = error.detail if isinstance(error.detail, str) else str(error.detail)
+    if error.status_code == 404:
+        message = f"no such endpoint: {request.method} {request.url.path}"
+    elif error.status_code == 405:
+        message = f"method {request.method} is not allowed on {request.url.path}"
+    return _error_response(error.status_code, message, getattr(error, "headers", None))
+
+
+async def _on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+    return _error_response(400, f"invalid request: {problems}")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """An application serving `settings.model_repository`; models load when the app starts."""
+    settings = settings or Settings()
+    manager = ModelManager(
+        ModelRepository(settings.model_repository),
+        SessionOptions(cache_capacity=settings.executor_cache_capacity, plan=PlanOptions()),
+        load_threads=settings.load_threads,
+        poll_interval_s=settings.poll_interval_s,
+    )
+    plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        manager.start()
+        try:
+            yield
+        finally:
+            manager.stop()
+            plane.close()
+
+    app = FastAPI(
+        title="tensorgate",
+        version=service.__version__,
+        summary="A model server for TensorFlow graphs: TensorFlow Serving REST and the Open Inference Protocol (v2).",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.manager = manager
+    app.state.plane = plane
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    # Known errors go through the exception middleware (answered, not re-raised); anything else is
+    # a fault of ours and reaches the server-error middleware as a 500.
+    app.add_exception_handler(ServiceError, _on_error)
+    app.add_exception_handler(EngineError, _on_error)
+    app.add_exception_handler(Exception, _on_error)
+    app.include_router(rest_v2.router)
+    app.include_router(rest_tfserving.router)
+    return app

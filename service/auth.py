@@ -1,0 +1,61 @@
+"""Bearer-token checks for the two kinds of endpoints: management, and inference/metadata.
+
+Management (upload, delete, labels, repository load/unload) needs the admin token when one is set;
+with none set it is open only while the server listens on loopback, so that a server exposed on a
+network is never writable by anyone who can reach it. Inference needs the API token when one is set
+(the admin token works there too). Health, metrics and the docs stay open for probes and scrapers.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from service.errors import Forbidden, Unauthorized
+from service.settings import Settings
+
+__all__ = ["require_admin", "require_api"]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("malformed Authorization header: expected 'Bearer <token>'")
+    return token.strip()
+
+
+def _matches(token: str, *secrets) -> bool:
+    return any(s is not None and hmac.compare_digest(token.encode(), s.get_secret_value().encode()) for s in secrets)
+
+
+def require_admin(request: Request) -> None:
+    """FastAPI dependency of the management routes."""
+    settings: Settings = request.app.state.settings
+    token = _bearer(request)
+    if settings.admin_token is None:
+        if not settings.management_open_without_token():
+            raise Forbidden(
+                f"management endpoints are disabled: the server listens on {settings.host}, beyond loopback, "
+                "and TENSORGATE_ADMIN_TOKEN is not set"
+            )
+        return
+    if token is None:
+        raise Unauthorized("this endpoint needs 'Authorization: Bearer <admin token>'")
+    if not _matches(token, settings.admin_token):
+        raise Forbidden("the bearer token is not the admin token")
+
+
+def require_api(request: Request) -> None:
+    """FastAPI dependency of the inference and metadata routes."""
+    settings: Settings = request.app.state.settings
+    if settings.api_token is None:
+        return
+    token = _bearer(request)
+    if token is None:
+        raise Unauthorized("this endpoint needs 'Authorization: Bearer <token>' (TENSORGATE_API_TOKEN is set)")
+    if not _matches(token, settings.api_token, settings.admin_token):
+        raise Forbidden("the bearer token is not valid for this server")

@@ -1,0 +1,142 @@
+"""A model's configuration: the optional `<model>/config.yaml` of the repository.
+
+    version_policy: {latest: 2}        # or `all`, or {specific: [1, 3]}
+    labels: {stable: 1, canary: 2}
+    signatures:
+      serving_default:
+        inputs: {x: "x:0"}
+        outputs: {y: "y:0"}
+
+Unknown keys are errors (a typo must not silently change what is served); `batching` and `device`
+are accepted and kept for the features that use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = ["ConfigError", "VersionPolicy", "SignatureConfig", "ModelConfig", "parse_model_config", "dump_model_config"]
+
+
+class ConfigError(ValueError):
+    """A config.yaml that cannot be used; the message names the model's file and the problem."""
+
+
+class VersionPolicy(BaseModel):
+    """Which of the versions on disk are served (TensorFlow Serving's ServableVersionPolicy)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["latest", "all", "specific"] = "latest"
+    latest: int = Field(1, ge=1)
+    versions: tuple[int, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml(cls, value: Any) -> Any:
+        # The YAML forms: `all`, {latest: N}, {specific: [..]} (or TF Serving's {specific: {versions: [..]}}).
+        if value == "all" or (isinstance(value, dict) and set(value) == {"all"}):
+            return {"kind": "all"}
+        if isinstance(value, dict) and value and "kind" not in value:
+            if set(value) == {"latest"}:
+                return {"kind": "latest", "latest": value["latest"]}
+            if set(value) == {"specific"}:
+                versions = value["specific"]
+                if isinstance(versions, dict) and set(versions) == {"versions"}:
+                    versions = versions["versions"]
+                return {"kind": "specific", "versions": versions}
+            raise ValueError("version_policy must be `all`, {latest: N} or {specific: [versions]}")
+        return value
+
+    def select(self, available: Iterable[int]) -> set[int]:
+        """The versions to serve out of those available on disk."""
+        versions = sorted(set(available))
+        if self.kind == "all":
+            return set(versions)
+        if self.kind == "specific":
+            return set(versions) & set(self.versions)
+        return set(versions[-self.latest :])
+
+    def describe(self) -> str:
+        if self.kind == "latest":
+            return f"latest: {self.latest}"
+        if self.kind == "specific":
+            return f"specific: {list(self.versions)}"
+        return "all"
+
+    def to_yaml(self) -> Any:
+        if self.kind == "all":
+            return "all"
+        if self.kind == "specific":
+            return {"specific": list(self.versions)}
+        return {"latest": self.latest}
+
+
+class SignatureConfig(BaseModel):
+    """A signature: input aliases and output aliases, each naming a graph tensor (`node` or `node:i`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    inputs: dict[str, str] = Field(default_factory=dict)
+    outputs: dict[str, str]
+
+    @field_validator("outputs")
+    @classmethod
+    def _some_outputs(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("a signature needs at least one output")
+        return value
+
+
+class ModelConfig(BaseModel):
+    """The parsed config.yaml; an absent file is `ModelConfig()` (default signature, latest version)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version_policy: VersionPolicy = Field(default_factory=VersionPolicy)
+    labels: dict[str, int] = Field(default_factory=dict)
+    signatures: dict[str, SignatureConfig] = Field(default_factory=dict)
+    # Accepted now so that configs written for dynamic batching and device placement stay valid.
+    batching: dict[str, Any] | None = None
+    device: str | None = None
+
+    def serving_fields(self) -> tuple:
+        """What a loaded version depends on; labels and policy can change without reloading."""
+        return (self.signatures, self.batching, self.device)
+
+
+def parse_model_config(text: str | bytes, source: str = "config.yaml") -> ModelConfig:
+    """Parse config.yaml text (YAML, or JSON, which YAML reads too); raises ConfigError naming `source`."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(doc).__name__}")
+    try:
+        return ModelConfig.model_validate(doc)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"{source}: {problems}") from None
+
+
+def dump_model_config(config: ModelConfig) -> str:
+    """config.yaml text for `config`, writing only the keys that differ from the defaults."""
+    doc: dict[str, Any] = {}
+    if config.version_policy != VersionPolicy():
+        doc["version_policy"] = config.version_policy.to_yaml()
+    if config.labels:
+        doc["labels"] = dict(config.labels)
+    if config.signatures:
+        doc["signatures"] = {name: {"inputs": dict(s.inputs), "outputs": dict(s.outputs)} for name, s in config.signatures.items()}
+    if config.batching is not None:
+        doc["batching"] = config.batching
+    if config.device is not None:
+        doc["device"] = config.device
+    return yaml.safe_dump(doc, sort_keys=False)

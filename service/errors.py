@@ -1,0 +1,102 @@
+"""Service errors, and the one table that maps every error the server can raise to an HTTP status.
+
+Routes never choose status codes themselves: they raise a `ServiceError` subclass (or let an engine
+error through) and `status_of` decides. Client mistakes are always 4xx with a message naming the
+problem; only a fault of ours is a 500.
+"""
+
+from __future__ import annotations
+
+from engine import errors as engine_errors
+
+__all__ = [
+    "ServiceError",
+    "BadRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "Conflict",
+    "PayloadTooLarge",
+    "Unavailable",
+    "DeadlineExceeded",
+    "status_of",
+]
+
+
+class ServiceError(Exception):
+    """An error with a message meant for the client; `status` is its HTTP status code."""
+
+    status = 500
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)
+
+
+class BadRequest(ServiceError):
+    """Malformed JSON or binary framing, a tensor whose data does not match its shape or datatype."""
+
+    status = 400
+
+
+class Unauthorized(ServiceError):
+    """No bearer token, or a wrong one."""
+
+    status = 401
+
+
+class Forbidden(ServiceError):
+    """Management without an admin token while the server listens beyond loopback."""
+
+    status = 403
+
+
+class NotFound(ServiceError):
+    """An unknown model, version, label, signature or tensor."""
+
+    status = 404
+
+
+class Conflict(ServiceError):
+    """The request contradicts the repository's state (a version that already exists, a label in use)."""
+
+    status = 409
+
+
+class PayloadTooLarge(ServiceError):
+    """A request body over the configured limit."""
+
+    status = 413
+
+
+class Unavailable(ServiceError):
+    """The model exists but no version of it is ready (still loading, or failed to load)."""
+
+    status = 503
+
+
+class DeadlineExceeded(ServiceError):
+    """The request ran past its timeout."""
+
+    status = 504
+
+
+# Engine errors, most specific first: the first matching class decides the status.
+_ENGINE_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (engine_errors.UnknownTensorError, 404),
+    (engine_errors.RequestError, 400),  # unfed placeholders, feed dtype/shape mismatches
+    (engine_errors.GraphError, 400),  # an uploaded graph that cannot be served
+    # A kernel failing on the data a client sent (shapes a graph cannot take) is the client's
+    # INVALID_ARGUMENT in TensorFlow too.
+    (engine_errors.ExecutionError, 400),
+)
+
+
+def status_of(error: Exception) -> int:
+    """The HTTP status for any exception; 500 only for faults of the server."""
+    if isinstance(error, ServiceError):
+        return error.status
+    for cls, status in _ENGINE_STATUS:
+        if isinstance(error, cls):
+            return status
+    return 500

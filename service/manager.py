@@ -1,0 +1,508 @@
+"""The model manager: which versions of which models are loaded, and their life cycle.
+
+Each version goes START -> LOADING -> AVAILABLE -> UNLOADING -> END, the states TensorFlow Serving
+reports. The manager keeps the loaded versions in step with the repository on disk: a poller (and
+every management call) compares the disk with what is loaded, loads what the version policy asks for
+in the background, and swaps a version in only once it has loaded and warmed up. Versions leave
+service availability-first: an old version is unloaded only once a version the policy wants is
+available (or its files are gone), and only after the requests running on it have finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+
+from engine import SessionOptions
+from engine.errors import EngineError
+from service.config import ConfigError, ModelConfig, parse_model_config
+from service.errors import BadRequest, Conflict, NotFound, Unavailable
+from service.repository import GRAPH_FILES, ModelRepository, check_model_name
+from service.servable import LoadError, Servable, load_servable
+
+__all__ = ["State", "VersionStatus", "ModelManager"]
+
+log = logging.getLogger("tensorgate.manager")
+
+
+class State(str, Enum):
+    """TensorFlow Serving's ModelVersionStatus.State."""
+
+    START = "START"
+    LOADING = "LOADING"
+    AVAILABLE = "AVAILABLE"
+    UNLOADING = "UNLOADING"
+    END = "END"
+
+
+@dataclass(frozen=True)
+class VersionStatus:
+    """What the status endpoints report for one version."""
+
+    model: str
+    version: int
+    state: State
+    error: str | None = None  # why it failed to load (or why a reload failed, while the old one serves)
+    reason: str | None = None  # why it is not served, when that is not a failure (unloaded, outside the policy)
+
+
+@dataclass(eq=False)
+class _Version:
+    version: int
+    state: State = State.START
+    servable: Servable | None = None
+    error: str | None = None
+    reason: str | None = None
+    inflight: int = 0
+    # (files fingerprint, config generation) of the last load attempt; a new attempt is made only
+    # when either changes, so that a broken version is not reloaded on every poll.
+    attempted: tuple | None = None
+    loading: object | None = None  # the token of the load in flight; a newer token supersedes it
+
+
+@dataclass(eq=False)
+class _Model:
+    name: str
+    config: ModelConfig = field(default_factory=ModelConfig)
+    config_fingerprint: tuple | None = None
+    config_error: str | None = None
+    generation: int = 0  # bumped when the config changes what a loaded version depends on
+    versions: dict[int, _Version] = field(default_factory=dict)
+    unloaded: bool = False  # unloaded through the repository API: stays so until loaded again
+    on_disk: bool = True
+
+
+class ModelManager:
+    """Loads, serves and unloads model versions from a ModelRepository.
+
+        >>> manager = ModelManager(ModelRepository(Path("models")), SessionOptions())
+        >>> manager.start()
+        >>> with manager.lease("half_plus_two") as servable:
+        ...     servable.run({"x:0": x}, ["y:0"])
+    """
+
+    def __init__(
+        self,
+        repository: ModelRepository,
+        session_options: SessionOptions,
+        *,
+        load_threads: int = 2,
+        poll_interval_s: float = 2.0,
+    ):
+        self.repository = repository
+        self.session_options = session_options
+        self.poll_interval_s = poll_interval_s
+        self._models: dict[str, _Model] = {}
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._loader = ThreadPoolExecutor(load_threads, thread_name_prefix="tensorgate-load")
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._initial_scan_done = False
+
+    # --- life cycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Clean up interrupted writes, start loading every model, and start polling."""
+        for path in self.repository.remove_stale_staging():
+            log.warning("removed %s, left by an interrupted upload", path)
+        self.poll()
+        self._initial_scan_done = True
+        if self.poll_interval_s > 0:
+            self._poller = threading.Thread(target=self._poll_loop, name="tensorgate-poller", daemon=True)
+            self._poller.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(timeout=10)
+        self._loader.shutdown(wait=False, cancel_futures=True)
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.poll_interval_s):
+            try:
+                self.poll()
+            except Exception:  # a poll must never kill the poller; the next one tries again
+                log.exception("repository poll failed")
+
+    def poll(self) -> None:
+        """Compare the repository with what is loaded, once; start loads and unloads as needed."""
+        with self._lock:
+            names = set(self.repository.model_names())
+            for name in names | set(self._models):
+                self._sync(name, on_disk=name in names)
+
+    # --- reconciling one model with the disk (called with the lock held) ---------------------------
+
+    def _record(self, name: str) -> _Model:
+        model = self._models.get(name)
+        if model is None:
+            model = self._models[name] = _Model(name)
+        return model
+
+    def _refresh_config(self, model: _Model) -> None:
+        fingerprint = self.repository.config_fingerprint(model.name)
+        if fingerprint == model.config_fingerprint:
+            return
+        model.config_fingerprint = fingerprint
+        try:
+            config = self.repository.read_config(model.name)
+        except ConfigError as e:
+            # Keep serving with the last good config; report the problem on every version.
+            model.config_error = str(e)
+            log.error("%s", e)
+            return
+        model.config_error = None
+        if config.serving_fields() != model.config.serving_fields():
+            model.generation += 1
+        model.config = config
+
+    def _sync(self, name: str, *, on_disk: bool) -> None:
+        model = self._record(name)
+        model.on_disk = on_disk
+        if on_disk:
+            self._refresh_config(model)
+        disk = self.repository.versions(name) if on_disk else {}
+        wanted = set() if model.unloaded else model.config.version_policy.select(disk)
+        for v in sorted(wanted):
+            record = model.versions.setdefault(v, _Version(v))
+            attempt = (disk[v].fingerprint, model.generation)
+            if record.loading is None and record.attempted != attempt and record.state is not State.UNLOADING:
+                self._start_load(model, record, disk[v].graph_file, attempt)
+        self._retire_surplus(model, wanted, disk)
+
+    def _start_load(self, model: _Model, record: _Version, source, attempt: tuple) -> None:
+        token = object()
+        record.loading, record.attempted = token, attempt
+        if record.servable is None:
+            record.state, record.error, record.reason = State.LOADING, None, None
+        config, version = model.config, record.version
+        self._loader.submit(self._load, model.name, version, source, config, token)
+
+    def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
+        try:
+            servable, error = load_servable(name, version, source, config, self.session_options), None
+        except (LoadError, EngineError, OSError) as e:
+            servable, error = None, str(e)
+        except Exception as e:  # an engine bug must not leave the version LOADING forever
+            log.exception("loading %s version %d failed", name, version)
+            servable, error = None, f"internal error while loading: {type(e).__name__}: {e}"
+        with self._lock:
+            model = self._models.get(name)
+            record = model.versions.get(version) if model else None
+            if record is None or record.loading is not token:
+                return  # superseded by a newer load, or unloaded meanwhile
+            record.loading = None
+            if servable is not None:
+                record.servable, record.state, record.error, record.reason = servable, State.AVAILABLE, None, None
+            elif record.servable is not None:
+                record.error = f"reload failed, still serving the previous load: {error}"
+            else:
+                record.state, record.error = State.END, error
+            if error:
+                log.error("model %s version %d: %s", name, version, error)
+            self._sync(name, on_disk=model.on_disk)
+            self._changed.notify_all()
+
+    def _retire_surplus(self, model: _Model, wanted: set[int], disk: Mapping) -> None:
+        # Availability first: keep an unwanted version while nothing wanted is available yet, unless
+        # its files are gone or the model was unloaded on purpose.
+        wanted_available = any(model.versions[v].state is State.AVAILABLE for v in wanted if v in model.versions)
+        wanted_pending = any(model.versions[v].loading is not None for v in wanted if v in model.versions)
+        for v, record in model.versions.items():
+            if v in wanted or record.state in (State.END, State.UNLOADING):
+                continue
+            gone = v not in disk or model.unloaded
+            if not gone and (not wanted_available or wanted_pending):
+                continue
+            if model.unloaded:
+                reason = "unloaded"
+            elif v not in disk:
+                reason = "removed from the repository"
+            else:
+                reason = f"outside the version policy ({model.config.version_policy.describe()})"
+            self._unload(record, reason)
+
+    def _unload(self, record: _Version, reason: str) -> None:
+        record.loading = None
+        record.reason, record.attempted = reason, None
+        if record.servable is None:
+            record.state = State.END
+            return
+        record.state = State.UNLOADING
+        if record.inflight == 0:
+            record.state, record.servable = State.END, None
+
+    # --- serving -----------------------------------------------------------------------------------
+
+    def _resolve(self, name: str, version: int | None, label: str | None) -> _Version:
+        model = self._models.get(name)
+        if model is None or (not model.versions and not model.on_disk):
+            raise NotFound(f"model '{name}' not found")
+        if label is not None:
+            if label not in model.config.labels:
+                raise NotFound(f"model '{name}' has no label '{label}'")
+            version = model.config.labels[label]
+        if version is None:
+            available = [r for v, r in sorted(model.versions.items()) if r.state is State.AVAILABLE]
+            if available:
+                return available[-1]
+            raise Unavailable(f"no version of model '{name}' is available{self._why(model)}")
+        record = model.versions.get(version)
+        if record is None:
+            raise NotFound(f"model '{name}' has no version {version}")
+        if record.state is State.AVAILABLE:
+            return record
+        if record.state in (State.START, State.LOADING):
+            raise Unavailable(f"version {version} of model '{name}' is still loading")
+        why = record.error or record.reason or record.state.value.lower()
+        raise NotFound(f"version {version} of model '{name}' is not available: {why}")
+
+    @staticmethod
+    def _why(model: _Model) -> str:
+        if model.unloaded:
+            return " (unloaded)"
+        errors = [f"version {v}: {r.error}" for v, r in sorted(model.versions.items()) if r.error]
+        if any(r.state in (State.START, State.LOADING) for r in model.versions.values()):
+            return " yet (loading)"
+        return f" ({'; '.join(errors)})" if errors else " (no version in the repository)"
+
+    @contextlib.contextmanager
+    def lease(self, name: str, version: int | None = None, label: str | None = None) -> Iterator[Servable]:
+        """The servable to run a request on; it stays loaded until the `with` block ends."""
+        with self._lock:
+            record = self._resolve(name, version, label)
+            record.inflight += 1
+            servable = record.servable
+        try:
+            yield servable
+        finally:
+            with self._lock:
+                record.inflight -= 1
+                if record.state is State.UNLOADING and record.inflight == 0:
+                    record.state, record.servable = State.END, None
+
+    def servable(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
+        """The servable for metadata (no lease: metadata needs no running version)."""
+        with self._lock:
+            return self._resolve(name, version, label).servable
+
+    # --- status ------------------------------------------------------------------------------------
+
+    def _status(self, model: _Model, record: _Version) -> VersionStatus:
+        error = record.error or (f"config.yaml: {model.config_error}" if model.config_error else None)
+        return VersionStatus(model.name, record.version, record.state, error, record.reason)
+
+    def status(self, name: str, version: int | None = None, label: str | None = None) -> list[VersionStatus]:
+        """Every known version of a model, newest first (or the one asked for)."""
+        with self._lock:
+            model = self._models.get(name)
+            if model is None or not model.versions:
+                raise NotFound(f"could not find any versions of model '{name}'")
+            if label is not None:
+                if label not in model.config.labels:
+                    raise NotFound(f"model '{name}' has no label '{label}'")
+                version = model.config.labels[label]
+            if version is not None:
+                if version not in model.versions:
+                    raise NotFound(f"could not find version {version} of model '{name}'")
+                return [self._status(model, model.versions[version])]
+            return [self._status(model, r) for _, r in sorted(model.versions.items(), reverse=True)]
+
+    def index(self) -> list[VersionStatus]:
+        """Every model in the repository or loaded, with each known version (v2 repository index)."""
+        with self._lock:
+            rows = []
+            for name in sorted(set(self._models) | set(self.repository.model_names())):
+                model = self._models.get(name)
+                if model is None or not model.versions:
+                    rows.append(VersionStatus(name, 0, State.END, None, "not loaded"))
+                    continue
+                rows += [self._status(model, r) for _, r in sorted(model.versions.items())]
+            return rows
+
+    def config(self, name: str) -> ModelConfig:
+        with self._lock:
+            if name not in self._models:
+                raise NotFound(f"model '{name}' not found")
+            return self._models[name].config
+
+    def versions_available(self, name: str) -> list[int]:
+        with self._lock:
+            model = self._models.get(name)
+            return sorted(v for v, r in model.versions.items() if r.state is State.AVAILABLE) if model else []
+
+    def model_ready(self, name: str, version: int | None = None) -> bool:
+        with self._lock:
+            try:
+                self._resolve(name, version, None)
+                return True
+            except (NotFound, Unavailable):
+                return False
+
+    def ready(self) -> bool:
+        """True once the first scan has loaded, and every model in the repository has a version
+        available (models unloaded through the API excepted)."""
+        with self._lock:
+            if not self._initial_scan_done:
+                return False
+            return all(
+                any(r.state is State.AVAILABLE for r in m.versions.values())
+                for m in self._models.values()
+                if m.on_disk and not m.unloaded
+            )
+
+    def wait_settled(self, name: str | None = None, timeout: float = 60.0) -> bool:
+        """Block until no load is in flight (for `name`, or any model); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                models = [self._models[name]] if name in self._models else [] if name else list(self._models.values())
+                if not any(r.loading is not None for m in models for r in m.versions.values()):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+
+    # --- management --------------------------------------------------------------------------------
+
+    def _validate(self, name: str, version: int, source: bytes, config: ModelConfig) -> Servable:
+        try:
+            return load_servable(name, version, source, config, self.session_options)
+        except LoadError as e:
+            raise BadRequest(f"version {version} of model '{name}' rejected: {e}") from None
+
+    def _current_config(self, name: str) -> ModelConfig:
+        with self._lock:
+            model = self._models.get(name)
+            if model is not None:
+                return model.config
+        try:
+            return self.repository.read_config(name)
+        except ConfigError as e:
+            raise Conflict(str(e)) from None
+
+    def upload(self, name: str, version: int, data: bytes, filename: str = "model.pb") -> VersionStatus:
+        """Validate and warm up a GraphDef, write it atomically, and serve it (policy permitting).
+
+        Nothing is written, and nothing served changes, unless the graph loads and warms up.
+        """
+        check_model_name(name)
+        if filename not in GRAPH_FILES:
+            raise BadRequest(f"invalid file name '{filename}': expected one of {', '.join(GRAPH_FILES)}")
+        if version <= 0:
+            raise BadRequest(f"invalid version {version}: versions are positive integers")
+        if version in self.repository.versions(name):
+            raise Conflict(f"version {version} of model '{name}' already exists; versions are immutable: DELETE it first or upload a new version")
+        config = self._current_config(name)
+        servable = self._validate(name, version, data, config)
+        with self._lock:
+            files = self.repository.write_version(name, version, {filename: data})
+            model = self._record(name)
+            self._refresh_config(model)
+            model.on_disk, model.unloaded = True, False
+            record = model.versions.setdefault(version, _Version(version))
+            if model.config.serving_fields() == config.serving_fields():
+                # The validated load is the served one: no second load.
+                record.servable, record.state, record.error, record.reason = servable, State.AVAILABLE, None, None
+                record.loading, record.attempted = None, (files.fingerprint, model.generation)
+            self._sync(name, on_disk=True)
+            if version not in model.config.version_policy.select(self.repository.versions(name)):
+                self._unload(record, f"stored, not served: outside the version policy ({model.config.version_policy.describe()})")
+            self._changed.notify_all()
+            return self._status(model, record)
+
+    def delete(self, name: str, version: int) -> None:
+        """Unload a version (after its in-flight requests) and remove it from the repository."""
+        with self._lock:
+            model = self._models.get(name)
+            labels = [label for label, v in (model.config.labels if model else {}).items() if v == version]
+            if labels:
+                raise Conflict(f"version {version} of model '{name}' is labelled {', '.join(labels)}; point the label elsewhere first")
+            self.repository.delete_version(name, version)
+            self._sync(name, on_disk=True)
+
+    def set_label(self, name: str, label: str, version: int) -> dict[str, int]:
+        """Point `label` at an available version, and persist it in config.yaml."""
+        if not label or not label.replace("_", "").replace("-", "").isalnum():
+            raise BadRequest(f"invalid label '{label}': use letters, digits, '_' and '-'")
+        with self._lock:
+            model = self._models.get(name)
+            if model is None:
+                raise NotFound(f"model '{name}' not found")
+            record = model.versions.get(version)
+            if record is None or record.state is not State.AVAILABLE:
+                raise BadRequest(f"cannot point label '{label}' at version {version} of model '{name}': that version is not available")
+            return self._write_labels(model, {**model.config.labels, label: version})
+
+    def delete_label(self, name: str, label: str) -> dict[str, int]:
+        with self._lock:
+            model = self._models.get(name)
+            if model is None or label not in model.config.labels:
+                raise NotFound(f"model '{name}' has no label '{label}'")
+            return self._write_labels(model, {k: v for k, v in model.config.labels.items() if k != label})
+
+    def _write_labels(self, model: _Model, labels: dict[str, int]) -> dict[str, int]:
+        if model.config_error:
+            raise Conflict(f"cannot change labels while config.yaml is invalid: {model.config_error}")
+        config = model.config.model_copy(update={"labels": labels})
+        self.repository.write_config(model.name, config)
+        model.config = config
+        model.config_fingerprint = self.repository.config_fingerprint(model.name)
+        return dict(labels)
+
+    def load_model(self, name: str, config_text: str | None = None, files: Mapping[str, bytes] | None = None,
+                   timeout: float = 600.0) -> list[VersionStatus]:
+        """The v2 repository `load`: optionally write a new config and version files (validated
+        first), then load the model and wait for it. Raises BadRequest when no version loads."""
+        check_model_name(name)
+        config = self._current_config(name)
+        if config_text is not None:
+            try:
+                config = parse_model_config(config_text, source=f"config of model '{name}'")
+            except ConfigError as e:
+                raise BadRequest(str(e)) from None
+        by_version: dict[int, dict[str, bytes]] = {}
+        for path, data in (files or {}).items():
+            head, _, rest = path.partition("/")
+            if not head.isdigit() or int(head) <= 0 or not rest:
+                raise BadRequest(f"invalid file parameter 'file:{path}': expected 'file:<version>/<filename>'")
+            by_version.setdefault(int(head), {})[rest] = data
+        for version, version_files in by_version.items():
+            graph = next((version_files[f] for f in GRAPH_FILES if f in version_files), None)
+            if graph is None:
+                raise BadRequest(f"version {version} of model '{name}' needs one of {', '.join(GRAPH_FILES)}")
+            self._validate(name, version, graph, config)
+        with self._lock:
+            if config_text is not None:
+                self.repository.write_config(name, config)
+            for version, version_files in by_version.items():
+                self.repository.write_version(name, version, version_files, replace=True)
+            model = self._record(name)
+            model.unloaded = False
+            for record in model.versions.values():
+                if record.state is State.END:
+                    record.attempted = None  # an explicit load retries failed versions
+            self._sync(name, on_disk=self.repository.model_dir(name).is_dir())
+        self.wait_settled(name, timeout)
+        with self._lock:
+            if not any(r.state is State.AVAILABLE for r in model.versions.values()):
+                raise BadRequest(f"failed to load model '{name}'{self._why(model)}")
+            return [self._status(model, r) for _, r in sorted(model.versions.items())]
+
+    def unload_model(self, name: str) -> None:
+        """The v2 repository `unload`: every version leaves service (after in-flight requests) and
+        stays unloaded, even across polls, until loaded again."""
+        with self._lock:
+            model = self._models.get(name)
+            if model is None:
+                raise NotFound(f"model '{name}' not found")
+            model.unloaded = True
+            self._sync(name, on_disk=model.on_disk)

@@ -1,0 +1,217 @@
+"""TensorFlow Serving's REST API (`/v1/...`): model status, metadata, predict, plus upload, delete
+and labels. Routes parse paths and bodies, then delegate to the data plane or the model manager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from engine import dtypes
+from engine.proto import types_pb2
+from service.auth import require_admin, require_api
+from service.bodies import parse_json, read_body
+from service.codecs import tfserving
+from service.dataplane import DataPlane
+from service.errors import BadRequest
+from service.manager import ModelManager, State, VersionStatus
+from service.signatures import Signature, TensorSpec
+
+__all__ = ["router", "parse_version"]
+
+router = APIRouter(tags=["TensorFlow Serving REST"])
+
+_PREDICT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "signature_name": {"type": "string", "default": "serving_default"},
+                        "instances": {"type": "array", "description": "row format: one entry per example"},
+                        "inputs": {"description": "columnar format: a tensor, or an object alias -> tensor"},
+                    },
+                },
+                "example": {"instances": [1.0, 2.0, 5.0]},
+            }
+        },
+    }
+}
+
+
+def parse_version(version: str) -> int:
+    if not version.isdigit() or int(version) <= 0:
+        raise BadRequest(f"invalid version '{version}': versions are positive integers")
+    return int(version)
+
+
+def _manager(request: Request) -> ModelManager:
+    return request.app.state.manager
+
+
+def _plane(request: Request) -> DataPlane:
+    return request.app.state.plane
+
+
+# --- status and metadata -------------------------------------------------------------------------
+
+def _version_status(s: VersionStatus) -> dict[str, Any]:
+    # TF Serving reports a failed load as END with the load's error status.
+    code = "OK" if s.error is None else "UNKNOWN" if s.state is State.AVAILABLE else "INVALID_ARGUMENT"
+    return {"version": str(s.version), "state": s.state.value, "status": {"error_code": code, "error_message": s.error or ""}}
+
+
+def _status(request: Request, model: str, version: int | None, label: str | None) -> dict[str, Any]:
+    return {"model_version_status": [_version_status(s) for s in _manager(request).status(model, version, label)]}
+
+
+@router.get("/v1/models/{model}", dependencies=[Depends(require_api)])
+def model_status(request: Request, model: str) -> dict[str, Any]:
+    """Every version of the model and its state (START, LOADING, AVAILABLE, UNLOADING, END)."""
+    return _status(request, model, None, None)
+
+
+@router.get("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_api)])
+def version_status(request: Request, model: str, version: str) -> dict[str, Any]:
+    return _status(request, model, parse_version(version), None)
+
+
+@router.get("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_api)])
+def label_status(request: Request, model: str, label: str) -> dict[str, Any]:
+    return _status(request, model, None, label)
+
+
+def _tensor_info(spec: TensorSpec) -> dict[str, Any]:
+    dtype = "DT_INVALID" if spec.dtype is None else types_pb2.DataType.Name(dtypes.from_numpy(spec.dtype))
+    if spec.shape is None:
+        shape: dict[str, Any] = {"dim": [], "unknown_rank": True}
+    else:
+        shape = {"dim": [{"size": str(-1 if d is None else d), "name": ""} for d in spec.shape], "unknown_rank": False}
+    return {"dtype": dtype, "tensor_shape": shape, "name": spec.tensor}
+
+
+def _signature_def(sig: Signature) -> dict[str, Any]:
+    return {
+        "inputs": {s.alias: _tensor_info(s) for s in sig.inputs},
+        "outputs": {s.alias: _tensor_info(s) for s in sig.outputs},
+        "method_name": "tensorflow/serving/predict",
+        "defaults": {},
+    }
+
+
+def _metadata(request: Request, model: str, version: int | None, label: str | None) -> dict[str, Any]:
+    servable = _manager(request).servable(model, version, label)
+    return {
+        "model_spec": {"name": model, "signature_name": "", "version": str(servable.version)},
+        "metadata": {"signature_def": {"signature_def": {n: _signature_def(s) for n, s in servable.signatures.items()}}},
+    }
+
+
+@router.get("/v1/models/{model}/metadata", dependencies=[Depends(require_api)])
+def model_metadata(request: Request, model: str) -> dict[str, Any]:
+    """The SignatureDefs of the latest available version: aliases, tensors, dtypes and shapes."""
+    return _metadata(request, model, None, None)
+
+
+@router.get("/v1/models/{model}/versions/{version}/metadata", dependencies=[Depends(require_api)])
+def version_metadata(request: Request, model: str, version: str) -> dict[str, Any]:
+    return _metadata(request, model, parse_version(version), None)
+
+
+@router.get("/v1/models/{model}/labels/{label}/metadata", dependencies=[Depends(require_api)])
+def label_metadata(request: Request, model: str, label: str) -> dict[str, Any]:
+    return _metadata(request, model, None, label)
+
+
+# --- predict -------------------------------------------------------------------------------------
+
+
+def _run_predict(plane: DataPlane, model: str, version: int | None, label: str | None, body: bytes) -> bytes:
+    doc = tfserving.parse_predict_body(body)
+    with plane.manager.lease(model, version, label) as servable:
+        signature = servable.signature(doc.get("signature_name"))
+        request = tfserving.decode_predict_inputs(doc, signature.inputs)
+        result = plane.run(servable, signature, request.inputs, None)
+    return tfserving.encode_predict_response({spec.alias: value for spec, value in result.outputs}, request.row_format)
+
+
+async def _predict(request: Request, model: str, version: int | None, label: str | None) -> Response:
+    body = await read_body(request)
+    plane = _plane(request)
+    content = await plane.call(_run_predict, plane, model, version, label, body)
+    return Response(content, media_type="application/json")
+
+
+@router.post("/v1/models/{model}:predict", dependencies=[Depends(require_api)], openapi_extra=_PREDICT_BODY)
+async def predict(request: Request, model: str) -> Response:
+    """Predict with the latest available version, in row (`instances`) or columnar (`inputs`) format."""
+    return await _predict(request, model, None, None)
+
+
+@router.post("/v1/models/{model}/versions/{version}:predict", dependencies=[Depends(require_api)], openapi_extra=_PREDICT_BODY)
+async def predict_version(request: Request, model: str, version: str) -> Response:
+    return await _predict(request, model, parse_version(version), None)
+
+
+@router.post("/v1/models/{model}/labels/{label}:predict", dependencies=[Depends(require_api)], openapi_extra=_PREDICT_BODY)
+async def predict_label(request: Request, model: str, label: str) -> Response:
+    return await _predict(request, model, None, label)
+
+
+# --- management ----------------------------------------------------------------------------------
+
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "description": "A GraphDef: binary (model.pb), or text (model.pbtxt) with `?format=pbtxt`.",
+    }
+}
+
+
+@router.put("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], status_code=201,
+            openapi_extra=_UPLOAD_BODY, tags=["management"])
+async def upload_version(request: Request, model: str, version: str, format: str = "pb") -> JSONResponse:
+    """Upload a version: validated and warmed up before it is written (atomically) and served."""
+    number = parse_version(version)
+    if format not in ("pb", "pbtxt"):
+        raise BadRequest(f"invalid format '{format}': expected 'pb' or 'pbtxt'")
+    body = await read_body(request)
+    if not body:
+        raise BadRequest("the request body is empty: send the GraphDef bytes")
+    manager = _manager(request)
+    status = await _plane(request).call(manager.upload, model, number, body, f"model.{format}")
+    return JSONResponse({"model_version_status": [_version_status(status)]}, status_code=201)
+
+
+@router.delete("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], tags=["management"])
+async def delete_version(request: Request, model: str, version: str) -> dict[str, Any]:
+    """Unload a version (after its in-flight requests) and remove it from the repository."""
+    number = parse_version(version)
+    manager = _manager(request)
+    await _plane(request).call(manager.delete, model, number)
+    return {"deleted": {"model": model, "version": str(number)}}
+
+
+@router.put("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_admin)], tags=["management"],
+            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"example": {"version": 2}}}}})
+async def set_label(request: Request, model: str, label: str) -> dict[str, Any]:
+    """Point a label at an available version: body `{"version": N}`. Persisted in config.yaml."""
+    body = await read_body(request)
+    doc = parse_json(body)
+    try:
+        version = doc["version"]
+    except (TypeError, KeyError):
+        raise BadRequest('expected a JSON body {"version": N}') from None
+    number = parse_version(str(version))
+    labels = await _plane(request).call(_manager(request).set_label, model, label, number)
+    return {"labels": {k: str(v) for k, v in labels.items()}}
+
+
+@router.delete("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_admin)], tags=["management"])
+async def delete_label(request: Request, model: str, label: str) -> dict[str, Any]:
+    labels = await _plane(request).call(_manager(request).delete_label, model, label)
+    return {"labels": {k: str(v) for k, v in labels.items()}}

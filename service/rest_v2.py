@@ -1,0 +1,322 @@
+"""The Open Inference Protocol (KServe v2, as Triton speaks it) under `/v2`: health, server and model
+metadata, infer with JSON or binary tensors, and the model repository extension (index, load with
+uploaded files, unload). Routes parse and delegate; the codec lives in `service.codecs.v2`."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+import service
+from service.auth import require_admin, require_api
+from service.bodies import parse_json, read_body
+from service.codecs import v2
+from service.dataplane import DataPlane
+from service.errors import BadRequest
+from service.manager import ModelManager, State, VersionStatus
+from service.rest_tfserving import parse_version
+from service.signatures import TensorSpec
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["Open Inference Protocol (v2)"])
+
+EXTENSIONS = ["binary_tensor_data", "model_repository", "model_configuration", "parameters"]
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+_INFER_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["inputs"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "parameters": {"type": "object", "description": "e.g. binary_data_output, timeout (µs), signature_name"},
+                        "inputs": {"type": "array", "items": {"type": "object", "required": ["name", "shape", "datatype"]}},
+                        "outputs": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+                    },
+                },
+                "example": {"inputs": [{"name": "features", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]},
+            },
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "Binary tensor extension: a JSON header of `Inference-Header-Content-Length` bytes, then tensor data.",
+            },
+        },
+    }
+}
+
+
+def _manager(request: Request) -> ModelManager:
+    return request.app.state.manager
+
+
+def _plane(request: Request) -> DataPlane:
+    return request.app.state.plane
+
+
+def _version(version: str | None) -> int | None:
+    return None if version is None else parse_version(version)
+
+
+# --- server --------------------------------------------------------------------------------------
+
+
+@router.get("/v2")
+def server_metadata() -> dict[str, Any]:
+    return {"name": "tensorgate", "version": service.__version__, "extensions": EXTENSIONS}
+
+
+@router.get("/v2/health/live")
+def live() -> dict[str, bool]:
+    """200 while the process serves HTTP (a liveness probe)."""
+    return {"live": True}
+
+
+@router.get("/v2/health/ready")
+def ready(request: Request) -> JSONResponse:
+    """200 once every model in the repository has a version available; 503 before."""
+    is_ready = _manager(request).ready()
+    return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
+
+
+# --- models --------------------------------------------------------------------------------------
+
+
+def _tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
+    datatype = "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
+    shape = [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
+    return {"name": spec.alias, "datatype": datatype, "shape": shape}
+
+
+def _model_metadata(request: Request, model: str, version: int | None) -> dict[str, Any]:
+    manager = _manager(request)
+    servable = manager.servable(model, version)
+    signature = servable.signature(None)
+    versions = [version] if version is not None else manager.versions_available(model)
+    return {
+        "name": model,
+        "versions": [str(v) for v in versions],
+        "platform": "tensorflow_graphdef",
+        "inputs": [_tensor_metadata(s) for s in signature.inputs],
+        "outputs": [_tensor_metadata(s) for s in signature.outputs],
+    }
+
+
+@router.get("/v2/models/{model}", dependencies=[Depends(require_api)])
+def model_metadata(request: Request, model: str) -> dict[str, Any]:
+    """Inputs and outputs (of the default signature) with datatypes and shapes (-1: any size)."""
+    return _model_metadata(request, model, None)
+
+
+@router.get("/v2/models/{model}/versions/{version}", dependencies=[Depends(require_api)])
+def version_metadata(request: Request, model: str, version: str) -> dict[str, Any]:
+    return _model_metadata(request, model, parse_version(version))
+
+
+def _model_ready(request: Request, model: str, version: int | None) -> JSONResponse:
+    manager = _manager(request)
+    if manager.model_ready(model, version):
+        return JSONResponse({"name": model, "ready": True})
+    manager.status(model, version)  # 404 for a model or version nobody knows
+    return JSONResponse({"name": model, "ready": False}, status_code=503)
+
+
+@router.get("/v2/models/{model}/ready", dependencies=[Depends(require_api)])
+def model_ready(request: Request, model: str) -> JSONResponse:
+    return _model_ready(request, model, None)
+
+
+@router.get("/v2/models/{model}/versions/{version}/ready", dependencies=[Depends(require_api)])
+def version_ready(request: Request, model: str, version: str) -> JSONResponse:
+    return _model_ready(request, model, parse_version(version))
+
+
+def _triton_type(spec: TensorSpec) -> str:
+    datatype = "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def _model_config(request: Request, model: str, version: int | None) -> dict[str, Any]:
+    manager = _manager(request)
+    signature = manager.servable(model, version).signature(None)
+    policy = manager.config(model).version_policy
+    policy_doc = (
+        {"all": {}} if policy.kind == "all"
+        else {"specific": {"versions": list(policy.versions)}} if policy.kind == "specific"
+        else {"latest": {"num_versions": policy.latest}}
+    )
+
+    def dims(spec: TensorSpec) -> list[int]:
+        return [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
+
+    return {
+        "name": model,
+        "platform": "tensorflow_graphdef",
+        "backend": "tensorgate",
+        "max_batch_size": 0,
+        "version_policy": policy_doc,
+        "input": [{"name": s.alias, "data_type": _triton_type(s), "dims": dims(s)} for s in signature.inputs],
+        "output": [{"name": s.alias, "data_type": _triton_type(s), "dims": dims(s)} for s in signature.outputs],
+    }
+
+
+@router.get("/v2/models/{model}/config", dependencies=[Depends(require_api)])
+def model_config(request: Request, model: str) -> dict[str, Any]:
+    """The model's configuration in Triton's form (what `tritonclient`'s get_model_config reads)."""
+    return _model_config(request, model, None)
+
+
+@router.get("/v2/models/{model}/versions/{version}/config", dependencies=[Depends(require_api)])
+def version_config(request: Request, model: str, version: str) -> dict[str, Any]:
+    return _model_config(request, model, parse_version(version))
+
+
+# --- infer ---------------------------------------------------------------------------------------
+
+
+def _timeout_s(parameters: dict) -> float | None:
+    timeout = parameters.get("timeout")
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
+        raise BadRequest(f"invalid 'timeout' parameter {timeout!r}: expected microseconds, a non-negative integer")
+    return timeout / 1e6 if timeout > 0 else None  # 0 means no timeout of its own, as in Triton
+
+
+def _run_infer(plane: DataPlane, model: str, version: int | None, request: v2.InferRequest) -> tuple[bytes, int | None]:
+    names = [i.name for i in request.inputs]
+    if len(set(names)) != len(names):
+        raise BadRequest(f"input names must be unique; got {names}")
+    signature_name = request.parameters.get("signature_name")
+    if signature_name is not None and not isinstance(signature_name, str):
+        raise BadRequest("the 'signature_name' parameter must be a string")
+    requested = {o.name: o for o in request.outputs or ()}
+    for o in requested.values():
+        if "classification" in o.parameters:
+            raise BadRequest(f"output '{o.name}': the classification extension is not supported")
+    result = plane.infer(
+        model,
+        {i.name: i.array for i in request.inputs},
+        None if request.outputs is None else [o.name for o in request.outputs],
+        version=version,
+        signature_name=signature_name,
+    )
+    binary_default = request.parameters.get("binary_data_output") is True
+    outputs = []
+    for spec, value in result.outputs:
+        asked = requested.get(spec.alias)
+        binary = asked.binary if asked is not None and asked.binary is not None else binary_default
+        outputs.append((spec.alias, value, binary))
+    return v2.encode_infer_response(model, str(result.version), request.id, outputs)
+
+
+async def _infer(request: Request, model: str, version: int | None) -> Response:
+    body = await read_body(request)
+    header = request.headers.get(HEADER_LENGTH)
+    if header is not None and not header.strip().isdigit():
+        raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
+    plane = _plane(request)
+    decoded = await plane.call(v2.decode_infer_request, body, None if header is None else int(header))
+    content, json_length = await plane.call(_run_infer, plane, model, version, decoded, timeout_s=_timeout_s(decoded.parameters))
+    if json_length is None:
+        return Response(content, media_type="application/json")
+    return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})
+
+
+@router.post("/v2/models/{model}/infer", dependencies=[Depends(require_api)], openapi_extra=_INFER_BODY)
+async def infer(request: Request, model: str) -> Response:
+    """Run the latest available version. Inputs and outputs are signature aliases or any graph
+    tensor (`layer1/h:0`); each distinct set compiles (once) its own executor."""
+    return await _infer(request, model, None)
+
+
+@router.post("/v2/models/{model}/versions/{version}/infer", dependencies=[Depends(require_api)], openapi_extra=_INFER_BODY)
+async def infer_version(request: Request, model: str, version: str) -> Response:
+    return await _infer(request, model, parse_version(version))
+
+
+# --- repository extension ------------------------------------------------------------------------
+
+_INDEX_STATE = {
+    State.START: "LOADING",
+    State.LOADING: "LOADING",
+    State.AVAILABLE: "READY",
+    State.UNLOADING: "UNLOADING",
+    State.END: "UNAVAILABLE",
+}
+
+
+def _index_row(s: VersionStatus) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": s.model}
+    if s.version:
+        row["version"] = str(s.version)
+    row["state"] = _INDEX_STATE[s.state]
+    row["reason"] = s.error or s.reason or ""
+    return row
+
+
+async def _optional_json(request: Request) -> dict[str, Any]:
+    body = await read_body(request)
+    if not body.strip():
+        return {}
+    doc = parse_json(body)
+    if not isinstance(doc, dict):
+        raise BadRequest("expected a JSON object as the request body")
+    return doc
+
+
+@router.post("/v2/repository/index", dependencies=[Depends(require_api)], tags=["model repository"])
+async def repository_index(request: Request) -> list[dict[str, Any]]:
+    """Every model in the repository with each version's state; `{"ready": true}` lists only READY ones."""
+    doc = await _optional_json(request)
+    rows = [_index_row(s) for s in _manager(request).index()]
+    if doc.get("ready") is True:
+        rows = [r for r in rows if r["state"] == "READY"]
+    return rows
+
+
+def _load_parameters(doc: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]:
+    parameters = doc.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise BadRequest("'parameters' must be an object")
+    config = parameters.get("config")
+    if config is not None and not isinstance(config, str):
+        raise BadRequest("the 'config' parameter must be a string (the model's config.yaml, or JSON)")
+    files = {}
+    for key, value in parameters.items():
+        if not key.startswith("file:"):
+            continue
+        if not isinstance(value, str):
+            raise BadRequest(f"parameter '{key}' must be a base64 string")
+        try:
+            files[key[len("file:"):]] = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest(f"parameter '{key}' is not valid base64") from None
+    return config, files
+
+
+@router.post("/v2/repository/models/{model}/load", dependencies=[Depends(require_admin)], tags=["model repository"])
+async def load(request: Request, model: str) -> dict[str, Any]:
+    """Load (or reload) a model. Parameters `config` (config.yaml text) and `file:<version>/<name>`
+    (base64) upload a model first, as with Triton; uploads are validated before anything is written."""
+    config, files = _load_parameters(await _optional_json(request))
+    manager = _manager(request)
+    statuses = await _plane(request).call(manager.load_model, model, config, files)
+    return {"name": model, "versions": [_index_row(s) for s in statuses]}
+
+
+@router.post("/v2/repository/models/{model}/unload", dependencies=[Depends(require_admin)], tags=["model repository"])
+async def unload(request: Request, model: str) -> dict[str, Any]:
+    """Unload every version (after in-flight requests finish); it stays unloaded until loaded again."""
+    await _optional_json(request)
+    manager = _manager(request)
+    await _plane(request).call(manager.unload_model, model)
+    return {"name": model, "unloaded": True}

@@ -1,0 +1,73 @@
+"""Server settings: every knob the server reads, from `TENSORGATE_*` environment variables or the CLI.
+
+The engine never reads the environment; the server turns these settings into explicit option objects.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "is_loopback"]
+
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Settings of one server process; `TENSORGATE_PORT=9000` sets `port`, and so on."""
+
+    model_config = SettingsConfigDict(env_prefix="TENSORGATE_", extra="ignore")
+
+    model_repository: Path = Path("models")
+    """Directory holding `<model>/<version>/model.pb` (or `model.pbtxt`) and optional `<model>/config.yaml`."""
+
+    host: str = "127.0.0.1"
+    """Address to listen on. Beyond loopback, management needs `admin_token`."""
+
+    port: int = Field(8000, ge=0, le=65535)
+    """Port to listen on (0 picks a free one)."""
+
+    poll_interval_s: float = Field(2.0, ge=0)
+    """How often the repository is scanned for new, changed or removed versions; 0 turns hot reload off."""
+
+    admin_token: SecretStr | None = None
+    """Bearer token for management (upload, delete, labels, load/unload). Without it, management is
+    allowed only while the server listens on loopback."""
+
+    api_token: SecretStr | None = None
+    """Bearer token for inference and metadata too, when set (the admin token is accepted as well)."""
+
+    max_request_bytes: int = Field(64 * MiB, gt=0)
+    """Largest request body accepted (after decompression); larger ones get 413."""
+
+    request_timeout_s: float = Field(60.0, gt=0)
+    """Longest a request may take; a request may ask for less (v2 `timeout` parameter, microseconds)."""
+
+    inference_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    """Threads running model work (decode, compute, encode) off the event loop."""
+
+    load_threads: int = Field(2, ge=1)
+    """Threads loading and warming up model versions in the background."""
+
+    executor_cache_capacity: int = Field(64, ge=1)
+    """Compiled plans kept per model version (one per distinct feed/fetch signature)."""
+
+    log_level: str = "info"
+    """uvicorn's log level."""
+
+    def management_open_without_token(self) -> bool:
+        """Management without a token is safe only when nobody but this machine can connect."""
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
