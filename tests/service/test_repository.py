@@ -264,3 +264,18 @@ def test_ready_only_when_every_model_is_ready(tmp_path, make_server, client):
     assert c.get("/v2/models/broken/ready").status_code == 503
     shutil.rmtree(root / "broken")
     wait_for(lambda: c.get("/v2/health/ready").status_code == 200)
+
+
+def test_signature_change_reloads_versions(tmp_path, make_server, client):
+    root = tmp_path / "repo"
+    write_version(root, "m", 1, scale_graph(2.0))
+    c = client(make_server(root))
+    assert [i["name"] for i in c.get("/v2/models/m").json()["inputs"]] == ["x"]
+    (root / "m" / "config.yaml").write_text("signatures:\n  serving_default:\n    inputs: {value: 'x:0'}\n    outputs: {doubled: 'y:0'}\n")
+    wait_for(lambda: [i["name"] for i in c.get("/v2/models/m").json()["inputs"]] == ["value"])
+    r = c.post("/v1/models/m:predict", json={"inputs": {"value": [[1.0, 2.0]]}})
+    assert r.json() == {"outputs": [[2.0, 4.0]]}
+    # A broken config keeps the last good one serving, and says why.
+    (root / "m" / "config.yaml").write_text("signatures: [oops]\n")
+    wait_for(lambda: "config.yaml" in c.get("/v1/models/m").json()["model_version_status"][0]["status"]["error_message"])
+    assert c.post("/v1/models/m:predict", json={"inputs": {"value": [[1.0, 2.0]]}}).status_code == 200

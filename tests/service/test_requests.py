@@ -7,6 +7,7 @@ import gzip
 import json
 import shutil
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -59,20 +60,31 @@ def test_api_token_guards_inference_but_not_probes(tmp_path, make_server, client
     assert c.get("/v2/health/live").status_code == 200
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_management_needs_a_token_beyond_loopback(tmp_path):
-    """Without an admin token, a server listening on all interfaces refuses management."""
-    from fastapi.testclient import TestClient
+    """Without an admin token, a server listening on all interfaces refuses management. (Tests bind
+    loopback only, so this one talks to the app in-process.)"""
+    import asyncio
 
     from service.app import create_app
     from service.settings import Settings
 
     write_version(tmp_path, "m", 1, scale_graph(2.0))
     app = create_app(Settings(model_repository=tmp_path, host="0.0.0.0", poll_interval_s=0))
-    with TestClient(app) as c:
-        r = c.put("/v1/models/m/versions/2", content=scale_graph(3.0))
-        assert r.status_code == 403 and "TENSORGATE_ADMIN_TOKEN" in r.json()["error"]
-        assert c.post("/v1/models/m:predict", json={"instances": [[1.0, 1.0]]}).status_code == 200
+
+    async def calls():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://tensorgate") as c:
+            upload = await c.put("/v1/models/m/versions/2", content=scale_graph(3.0))
+            predict = await c.post("/v1/models/m:predict", json={"instances": [[1.0, 1.0]]})
+            return upload, predict
+
+    app.state.manager.start()
+    try:
+        app.state.manager.wait_settled()
+        upload, predict = asyncio.run(calls())
+    finally:
+        app.state.manager.stop()
+    assert upload.status_code == 403 and "TENSORGATE_ADMIN_TOKEN" in upload.json()["error"]
+    assert predict.status_code == 200
 
 
 def test_body_limit(tmp_path, make_server, client):
@@ -169,25 +181,59 @@ def test_bad_binary_framing(examples, make_server, client):
         assert r.status_code == 400, (length, r.text)
 
 
-def test_request_timeout(tmp_path, make_server, client):
-    """A request past its deadline gets 504 (the setting, or the v2 `timeout` parameter)."""
+def slow_graph() -> bytes:
+    """A deliberately slow graph: a chain of 200 512x512 matmuls (a few hundred ms at batch 512)."""
     from tests.engine.graphs import GraphBuilder
 
-    g = GraphBuilder()  # a deliberately slow graph: a chain of big matmuls
+    g = GraphBuilder()
     g.placeholder("x", np.float32, (None, 512))
     g.const("w", np.eye(512, dtype=np.float32))
     prev = "x"
     for i in range(200):
         prev = g.node(f"mm{i}", "MatMul", [prev, "w"], T=np.dtype(np.float32))
+    return g.bytes()
+
+
+def slow_request(timeout_us: int | None = None) -> bytes:
+    header = {"inputs": [{"name": "x", "shape": [512, 512], "datatype": "FP32", "parameters": {"binary_data_size": 512 * 512 * 4}}]}
+    if timeout_us is not None:
+        header["parameters"] = {"timeout": timeout_us}
+    text = json.dumps(header).encode()
+    return text, text + np.ones((512, 512), np.float32).tobytes()
+
+
+def post_slow(c, timeout_us=None):
+    header, body = slow_request(timeout_us)
+    return c.post("/v2/models/slow/infer", content=body, headers={"Inference-Header-Content-Length": str(len(header))})
+
+
+def test_request_timeout(tmp_path, make_server, client):
+    """A request past its deadline gets 504 (the setting, or the v2 `timeout` parameter)."""
     root = tmp_path / "repo"
-    write_version(root, "slow", 1, g.bytes())
+    write_version(root, "slow", 1, slow_graph())
     c = client(make_server(root))
-    x = np.ones((512, 512), np.float32)
-    body = {"inputs": [{"name": "x", "shape": [512, 512], "datatype": "FP32", "data": x.ravel().tolist()}],
-            "parameters": {"timeout": 1000}}
-    r = c.post("/v2/models/slow/infer", json=body)
+    r = post_slow(c, timeout_us=1000)
     assert r.status_code == 504 and "timed out" in r.json()["error"]
-    assert c.get("/v2/health/live").status_code == 200
+    c = client(make_server(root, request_timeout_s=0.001))
+    r = post_slow(c)
+    assert r.status_code == 504
+
+
+def test_slow_requests_do_not_stall_health_checks_or_get_cut_by_unload(tmp_path, make_server, client):
+    root = tmp_path / "repo"
+    write_version(root, "slow", 1, slow_graph())
+    server = make_server(root)
+    c = client(server)
+    with ThreadPoolExecutor(2) as pool:
+        running = [pool.submit(post_slow, client(server)) for _ in range(2)]
+        time.sleep(0.05)
+        # The event loop answers while model work runs in the pool.
+        assert c.get("/v2/health/live", timeout=1.0).status_code == 200
+        # Delete the version while requests run on it: they finish, then it unloads.
+        assert c.delete("/v1/models/slow/versions/1").status_code == 200
+        results = [f.result() for f in running]
+    assert [r.status_code for r in results] == [200, 200]
+    assert c.get("/v1/models/slow").json()["model_version_status"][0]["state"] == "END"
 
 
 def test_fifty_concurrent_clients(examples, make_server):
