@@ -32,7 +32,7 @@ def _matches(token: str, *secrets) -> bool:
     return any(s is not None and hmac.compare_digest(token.encode(), s.get_secret_value().encode()) for s in secrets)
 
 
-def require_admin(request: Request) -> None:
+async def require_admin(request: Request) -> None:
     """FastAPI dependency of the management routes."""
     settings: Settings = request.app.state.settings
     token = _bearer(request)
@@ -49,7 +49,7 @@ def require_admin(request: Request) -> None:
         raise Forbidden("the bearer token is not the admin token")
 
 
-def require_api(request: Request) -> None:
+async def require_api(request: Request) -> None:
     """FastAPI dependency of the inference and metadata routes."""
     settings: Settings = request.app.state.settings
     if settings.api_token is None:

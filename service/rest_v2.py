@@ -70,18 +70,18 @@ def _version(version: str | None) -> int | None:
 
 
 @router.get("/v2")
-def server_metadata() -> dict[str, Any]:
+async def server_metadata() -> dict[str, Any]:
     return {"name": "tensorgate", "version": service.__version__, "extensions": EXTENSIONS}
 
 
 @router.get("/v2/health/live")
-def live() -> dict[str, bool]:
+async def live() -> dict[str, bool]:
     """200 while the process serves HTTP (a liveness probe)."""
     return {"live": True}
 
 
 @router.get("/v2/health/ready")
-def ready(request: Request) -> JSONResponse:
+async def ready(request: Request) -> JSONResponse:
     """200 once every model in the repository has a version available; 503 before."""
     is_ready = _manager(request).ready()
     return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
