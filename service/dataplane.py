@@ -107,7 +107,7 @@ class DataPlane:
                 raise BadRequest(f"input '{name}' names tensor '{spec.tensor}', which is already fed")
             feeds[spec.tensor] = array
         specs = list(signature.outputs) if outputs is None else [servable.resolve_output(signature, n) for n in outputs]
-        if len({s.tensor for s in specs}) != len(specs):
-            raise BadRequest("an output is requested more than once")
+        if len({s.alias for s in specs}) != len(specs):
+            raise BadRequest(f"an output is requested more than once: {[s.alias for s in specs]}")
         values = servable.run(feeds, [s.tensor for s in specs])
         return InferResult(servable.model, servable.version, signature, tuple(zip(specs, values)))

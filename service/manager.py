@@ -347,15 +347,16 @@ class ModelManager:
                 return False
 
     def ready(self) -> bool:
-        """True once the first scan has loaded, and every model in the repository has a version
-        available (models unloaded through the API excepted)."""
+        """True once the first scan has run, and every model in the repository with versions on disk
+        has one available (models unloaded through the API excepted)."""
         with self._lock:
             if not self._initial_scan_done:
                 return False
+            # A model directory with no version (yet) serves nothing and waits for an upload.
             return all(
                 any(r.state is State.AVAILABLE for r in m.versions.values())
                 for m in self._models.values()
-                if m.on_disk and not m.unloaded
+                if m.on_disk and not m.unloaded and m.versions
             )
 
     def wait_settled(self, name: str | None = None, timeout: float = 60.0) -> bool:
@@ -463,6 +464,8 @@ class ModelManager:
         """The v2 repository `load`: optionally write a new config and version files (validated
         first), then load the model and wait for it. Raises BadRequest when no version loads."""
         check_model_name(name)
+        if not files and not self.repository.model_dir(name).is_dir():
+            raise NotFound(f"model '{name}' is not in the repository (upload it with 'file:<version>/model.pb' parameters)")
         config = self._current_config(name)
         if config_text is not None:
             try:

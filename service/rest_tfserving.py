@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from engine import dtypes
@@ -183,7 +184,7 @@ async def upload_version(request: Request, model: str, version: str, format: str
     if not body:
         raise BadRequest("the request body is empty: send the GraphDef bytes")
     manager = _manager(request)
-    status = await _plane(request).call(manager.upload, model, number, body, f"model.{format}")
+    status = await run_in_threadpool(manager.upload, model, number, body, f"model.{format}")
     return JSONResponse({"model_version_status": [_version_status(status)]}, status_code=201)
 
 
@@ -192,7 +193,7 @@ async def delete_version(request: Request, model: str, version: str) -> dict[str
     """Unload a version (after its in-flight requests) and remove it from the repository."""
     number = parse_version(version)
     manager = _manager(request)
-    await _plane(request).call(manager.delete, model, number)
+    await run_in_threadpool(manager.delete, model, number)
     return {"deleted": {"model": model, "version": str(number)}}
 
 
@@ -207,11 +208,11 @@ async def set_label(request: Request, model: str, label: str) -> dict[str, Any]:
     except (TypeError, KeyError):
         raise BadRequest('expected a JSON body {"version": N}') from None
     number = parse_version(str(version))
-    labels = await _plane(request).call(_manager(request).set_label, model, label, number)
+    labels = await run_in_threadpool(_manager(request).set_label, model, label, number)
     return {"labels": {k: str(v) for k, v in labels.items()}}
 
 
 @router.delete("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_admin)], tags=["management"])
 async def delete_label(request: Request, model: str, label: str) -> dict[str, Any]:
-    labels = await _plane(request).call(_manager(request).delete_label, model, label)
+    labels = await run_in_threadpool(_manager(request).delete_label, model, label)
     return {"labels": {k: str(v) for k, v in labels.items()}}

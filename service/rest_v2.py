@@ -9,6 +9,7 @@ import binascii
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 import service
@@ -309,7 +310,7 @@ async def load(request: Request, model: str) -> dict[str, Any]:
     (base64) upload a model first, as with Triton; uploads are validated before anything is written."""
     config, files = _load_parameters(await _optional_json(request))
     manager = _manager(request)
-    statuses = await _plane(request).call(manager.load_model, model, config, files)
+    statuses = await run_in_threadpool(manager.load_model, model, config, files)
     return {"name": model, "versions": [_index_row(s) for s in statuses]}
 
 
@@ -318,5 +319,5 @@ async def unload(request: Request, model: str) -> dict[str, Any]:
     """Unload every version (after in-flight requests finish); it stays unloaded until loaded again."""
     await _optional_json(request)
     manager = _manager(request)
-    await _plane(request).call(manager.unload_model, model)
+    await run_in_threadpool(manager.unload_model, model)
     return {"name": model, "unloaded": True}

@@ -17,6 +17,7 @@ import numpy as np
 from engine import Graph, Session, SessionOptions, load_graph, parse_tensor_name
 from engine.errors import EngineError, GraphError
 from engine.plan import PLACEHOLDER_OPS
+from engine.prune import prune_to_signature
 from engine.summary import graph_outputs
 from service.config import ModelConfig
 from service.errors import BadRequest, NotFound
@@ -128,21 +129,10 @@ def _alias_of(ref_name: str) -> str:
     return node if index == "0" else ref_name
 
 
-def _reachable_placeholders(graph: Graph, fetches: Sequence[str]) -> set[str]:
-    seen: set[str] = set()
-    stack = [parse_tensor_name(f).node for f in fetches]
-    found: set[str] = set()
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        node = graph.node(name)
-        if node.op in PLACEHOLDER_OPS:
-            found.add(f"{name}:0")
-        stack.extend(ref.node for ref in node.inputs)
-        stack.extend(node.control_inputs)
-    return found
+def _needed_placeholders(graph: Graph, fetches: Sequence[str]) -> list[str]:
+    """The placeholders the fetches depend on, in graph order."""
+    needed = prune_to_signature(graph, (), [parse_tensor_name(f) for f in fetches], ())
+    return [f"{node.name}:0" for node in needed if node.op in PLACEHOLDER_OPS]
 
 
 def _build_signatures(graph: Graph, config: ModelConfig) -> dict[str, Signature]:
@@ -150,7 +140,7 @@ def _build_signatures(graph: Graph, config: ModelConfig) -> dict[str, Signature]
         outputs = [str(ref) for ref in graph_outputs(graph)]
         if not outputs:
             raise LoadError("the graph has no outputs (every tensor is consumed); declare a signature in config.yaml")
-        inputs = sorted(_reachable_placeholders(graph, outputs), key=[f"{n.name}:0" for n in graph.nodes].index)
+        inputs = _needed_placeholders(graph, outputs)
         return {
             DEFAULT_SIGNATURE: Signature(
                 DEFAULT_SIGNATURE,

@@ -274,3 +274,35 @@ def test_tritonclient_binary_bytes_and_version(examples, make_server):
         assert result.as_numpy("probabilities").shape == (2, 3)
     finally:
         tc.close()
+
+
+def test_strings_travel_as_b64_and_bytes(tmp_path, make_server, client):
+    """DT_STRING tensors: JSON strings and {"b64": ...} in TF Serving REST, BYTES in v2 (JSON and binary)."""
+    from tests.engine.graphs import GraphBuilder
+
+    g = GraphBuilder()
+    g.placeholder("s", np.dtype(object), (None,))
+    g.node("out", "Identity", ["s"], T=np.dtype(object))
+    root = tmp_path / "repo"
+    write_version(root, "echo", 1, g.bytes())
+    (root / "echo" / "config.yaml").write_text(
+        "signatures:\n  serving_default:\n    inputs: {s: 's:0'}\n    outputs: {text: 'out:0', raw_bytes: 'out:0'}\n")
+    server = make_server(root)
+    c = client(server)
+    payload = b"\xff\x00binary"
+    r = c.post("/v1/models/echo:predict", json={"instances": ["héllo", {"b64": "/wBiaW5hcnk="}]})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"predictions": [
+        {"text": "héllo", "raw_bytes": {"b64": "aMOpbGxv"}},
+        {"text": {"b64": "/wBiaW5hcnk="}, "raw_bytes": {"b64": "/wBiaW5hcnk="}},
+    ]}
+    tc = triton.InferenceServerClient(server.url.removeprefix("http://"))
+    try:
+        for binary in (True, False):
+            data = np.array([b"abc", "héllo".encode(), b""] + ([payload] if binary else []), dtype=object)
+            i = triton.InferInput("s", [len(data)], "BYTES")
+            i.set_data_from_numpy(data, binary_data=binary)
+            result = tc.infer("echo", [i], outputs=[triton.InferRequestedOutput("text", binary_data=True)])
+            assert result.as_numpy("text").tolist() == data.tolist()
+    finally:
+        tc.close()
