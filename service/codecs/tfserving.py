@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import ml_dtypes
 import numpy as np
 
+from service.codecs.float_digits import tf_float32_digits
 from service.errors import BadRequest
 from service.signatures import TensorSpec
 
@@ -32,7 +33,6 @@ __all__ = [
 
 _MAX_RANK = 64  # numpy's limit on the number of dimensions
 _BYTES_SUFFIX = "_bytes"  # TF Serving's rule: string outputs named so are written as base64
-_EXACT_POWERS_OF_TEN = 22  # 10.0**k is exact in float64 for |k| <= 22
 # Floats no wider than float32, written as TF Serving writes float32 (numpy's and TensorFlow's).
 _NARROW_FLOATS = frozenset(
     np.dtype(t)
@@ -447,55 +447,12 @@ def _json_value(alias: str, array: np.ndarray) -> Any:
     if dtype.kind in "biu" or dtype == np.float64:
         return array.tolist()
     if dtype in _NARROW_FLOATS:  # TF Serving writes float16 through float32 too
-        return _tf_float32_digits(array.astype(np.float32)).tolist()
+        return tf_float32_digits(array.astype(np.float32)).tolist()
     if dtype.kind == "f":  # long double: float64 is as close as JSON readers get
         return array.astype(np.float64).tolist()
     if dtype.kind in "OSU":
         return _json_strings(alias, array)
     raise BadRequest(f"output {alias!r} has dtype {dtype}, which has no JSON form")
-
-
-def _tf_float32_digits(values: np.ndarray) -> np.ndarray:
-    """float32 values as the float64s whose shortest repr is what TF Serving prints for them.
-
-    NOTE: TF Serving prints a float32 with "%g" (6 significant digits) when that reads back as the
-    same float32, else with "%.9g": 0.1f is written 0.1, not 0.10000000149011612. Each value here
-    becomes the float64 nearest those decimal digits, which json's repr then prints."""
-    with np.errstate(invalid="ignore"):  # NaN payloads
-        wide = values.astype(np.float64).reshape(-1)
-    narrow = values.reshape(-1)
-    todo = np.flatnonzero(np.isfinite(wide) & (wide != 0))
-    for digits in (6, 9):
-        if not todo.size:
-            break
-        mantissa, shift = _round_significant(wide[todo], digits)
-        scale = 10.0 ** np.abs(shift)
-        # An integer divided or multiplied by an exact power of ten rounds to the nearest float64...
-        decimal = np.where(shift >= 0, mantissa / scale, mantissa * scale)
-        exact = decimal.astype(np.float32) == narrow[todo]
-        # ...but 10.0**k is inexact beyond k = 22 (values below 1e-16 or above 1e28), leaving an ulp
-        # or so of noise in the repr: Python's parser builds those few from their digits instead.
-        rebuild = np.flatnonzero(exact & (np.abs(shift) > _EXACT_POWERS_OF_TEN))
-        if rebuild.size:
-            pairs = zip(mantissa[rebuild].astype(np.int64).tolist(), (-shift[rebuild]).astype(np.int64).tolist())
-            decimal[rebuild] = list(map(float, map("%de%d".__mod__, pairs)))
-        wide[todo[exact]] = decimal[exact]
-        todo = todo[~exact]
-    return wide.reshape(values.shape)  # the rest keep their exact value, which reads back too
-
-
-def _round_significant(x: np.ndarray, digits: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each value rounded to `digits` significant decimal digits, as `mantissa * 10**-shift` with
-    an integral mantissa (both float64 arrays)."""
-    magnitude = np.abs(x)
-    exponent = np.floor(np.log10(magnitude))
-    power = 10.0**exponent
-    # log10 may land one off next to a power of ten; float32 values are never that close otherwise
-    exponent -= magnitude < power
-    exponent += magnitude >= power * 10
-    shift = digits - 1 - exponent
-    scale = 10.0 ** np.abs(shift)
-    return np.round(np.where(shift >= 0, x * scale, x / scale)), shift
 
 
 def _json_strings(alias: str, array: np.ndarray) -> Any:
