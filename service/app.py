@@ -15,19 +15,22 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import service
 from engine import PlanOptions, SessionOptions
 from engine.errors import EngineError
-from service import rest_tfserving, rest_v2
+from service import dashboard, rest_tfserving, rest_v2
+from service.batching import BatchStats
 from service.bodies import BodyLimitMiddleware
 from service.dataplane import DataPlane
 from service.errors import ServiceError, status_of
 from service.manager import ModelManager
+from service.metrics import CONTENT_TYPE, Metrics
 from service.repository import ModelRepository
 from service.settings import Settings
+from service.stats import LiveStats
 
 __all__ = ["create_app"]
 
@@ -43,7 +46,7 @@ async def _on_error(request: Request, error: Exception) -> JSONResponse:
     if status >= 500 and not isinstance(error, ServiceError):
         log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
         return _error_response(500, f"internal error: {type(error).__name__}: {error}")
-    return _error_response(status, getattr(error, "message", None) or str(error))
+    return _error_response(status, getattr(error, "message", None) or str(error), getattr(error, "headers", None))
 
 
 async def _on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -63,13 +66,25 @@ async def _on_validation_error(request: Request, error: RequestValidationError) 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """An application serving `settings.model_repository`; models load when the app starts."""
     settings = settings or Settings()
+    metrics = Metrics(lambda: manager.servables())
+    stats = LiveStats()
+
+    def on_batch(model: str, version: int, batch: BatchStats) -> None:
+        metrics.observe_batch(model, str(version), batch.rows)
+        stats.record_batch(model, str(version), batch.rows)
+
     manager = ModelManager(
         ModelRepository(settings.model_repository),
         SessionOptions(cache_capacity=settings.executor_cache_capacity, plan=PlanOptions()),
         load_threads=settings.load_threads,
         poll_interval_s=settings.poll_interval_s,
+        batching=settings.batching_options(),
+        batching_by_default=settings.batching,
+        on_batch=on_batch,
+        on_load=lambda model, seconds: metrics.load_duration.labels(model).observe(seconds),
     )
-    plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s)
+    plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
+                      metrics=metrics, stats=stats)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,6 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.manager = manager
     app.state.plane = plane
+    app.state.metrics = metrics
+    app.state.stats = stats
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
@@ -99,4 +116,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, _on_error)
     app.include_router(rest_v2.router)
     app.include_router(rest_tfserving.router)
+    app.include_router(dashboard.router)
+
+    @app.get("/metrics", tags=["monitoring"], response_class=Response)
+    async def prometheus_metrics() -> Response:
+        """Prometheus metrics (text exposition format 0.0.4)."""
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
     return app

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import BadRequest, PayloadTooLarge
 
-__all__ = ["BodyLimitMiddleware", "read_body", "parse_json"]
+__all__ = ["BodyLimitMiddleware", "read_body", "parse_json", "wait_for_disconnect"]
 
 
 def _too_large(limit: int, size: int | None = None) -> str:
@@ -82,3 +82,10 @@ def parse_json(body: bytes) -> Any:
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadRequest(f"malformed JSON body: {e}") from None
+
+
+async def wait_for_disconnect(request: Request) -> None:
+    """Completes when the client goes away; call it once the body has been read, when a disconnect
+    is the only message left to receive."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,30 +1,47 @@
-"""The data plane: inference and model queries, independent of any wire protocol.
+"""The data plane: inference, independent of any wire protocol.
 
-Routes decode a request into arrays, hand them to `DataPlane.infer` in a worker thread, and encode
-what comes back; the data plane resolves names against the signature (alias or graph tensor), checks
-dtypes and shapes naming the alias, and runs the servable under a lease so that an unload waits for it.
+Routes decode a request into arrays and encode what comes back; the data plane resolves names
+against the signature (alias or graph tensor), checks dtypes and shapes naming the alias, and runs
+the request: through the version's batch scheduler when batching is on, else in the worker pool. No
+model work runs on the event loop, so health checks stay responsive; codec work on small bodies
+does (a thread hop costs more than parsing a few kilobytes). A request whose client disconnects or
+whose deadline passes is dropped if it has not started computing. Every request is observed once,
+in metrics and in the dashboard's live statistics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
 from engine.plan import format_shape
-from service.errors import BadRequest, DeadlineExceeded
+from service.batching import QueueFull
+from service.errors import BadRequest, DeadlineExceeded, ServiceError, status_of
 from service.manager import ModelManager
+from service.metrics import Metrics
 from service.servable import Servable
 from service.signatures import Signature, TensorSpec
 
-__all__ = ["InferResult", "DataPlane", "check_input"]
+__all__ = ["InferResult", "DataPlane", "Observation", "ClientDisconnected", "check_input", "INLINE_BYTES"]
 
 T = TypeVar("T")
+
+# Bodies and results up to this size are decoded and encoded on the event loop.
+INLINE_BYTES = 64 * 1024
+
+
+class ClientDisconnected(ServiceError):
+    """The client went away before its response was ready (nginx's 499; nobody reads it)."""
+
+    status = 499
 
 
 @dataclass(frozen=True)
@@ -52,53 +69,119 @@ def _dtype_name(dtype: np.dtype) -> str:
     return "string" if dtype == np.dtype(object) else dtype.name
 
 
+def _outcome(error: BaseException | None) -> str:
+    if error is None:
+        return "success"
+    if isinstance(error, QueueFull):
+        return "rejected"
+    if isinstance(error, DeadlineExceeded):
+        return "timeout"
+    if isinstance(error, ClientDisconnected):
+        return "cancelled"
+    return "client_error" if status_of(error) < 500 else "server_error"
+
+
+class Observation:
+    """What one request reports when it ends: the model version it reached, its queue and compute
+    time. Routes fill it in as they learn; `DataPlane.observe` records it."""
+
+    def __init__(self, protocol: str, model: str):
+        self.protocol, self.model = protocol, model
+        self.version = ""
+        self.queue_s: float | None = None
+        self.compute_s: float | None = None
+
+
 class DataPlane:
-    """Runs requests on a ModelManager's servables, in a thread pool, within a deadline.
+    """Runs requests on a ModelManager's servables, off the event loop, within a deadline.
 
         >>> plane = DataPlane(manager, threads=8, timeout_s=60)
-        >>> result = plane.infer("iris_classifier", {"features": x})
+        >>> async with plane.observe("v2", "iris") as obs, plane.lease("iris", obs) as servable:
+        ...     result = await plane.infer(servable, servable.signature(None), {"features": x}, None, obs)
     """
 
-    def __init__(self, manager: ModelManager, *, threads: int, timeout_s: float):
+    def __init__(self, manager: ModelManager, *, threads: int, timeout_s: float, metrics: Metrics | None = None,
+                 stats: Any | None = None):
         self.manager = manager
         self.timeout_s = timeout_s
+        self.metrics = metrics or Metrics(manager.servables)
+        self.stats = stats
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="tensorgate-infer")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    # --- running work ------------------------------------------------------------------------------
+
+    def _timeout(self, timeout_s: float | None) -> float:
+        return self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
+
     async def call(self, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
-        """Run `fn(*args)` in the worker pool, off the event loop; DeadlineExceeded past the timeout.
+        """Run `fn(*args)` in the worker pool; DeadlineExceeded past the timeout.
 
-        A timed-out computation cannot be interrupted mid-kernel; its lease keeps the version loaded
-        until it ends, and its result is dropped.
+        A timed-out computation cannot be interrupted mid-kernel: it finishes in the background and
+        its result is dropped; one still waiting for a worker never starts.
         """
-        timeout = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
-        future = asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+        return await self.wait(self._pool.submit(fn, *args), timeout_s)
+
+    async def maybe_call(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` inline when its input is small (`size` bytes), else in the worker pool."""
+        return fn(*args) if size <= INLINE_BYTES else await self.call(fn, *args)
+
+    async def wait(self, future: Future, timeout_s: float | None = None,
+                   disconnected: Callable[[], Awaitable[Any]] | None = None) -> Any:
+        """Await a concurrent future within the timeout, cancelling it (so that it never starts) on
+        timeout or when `disconnected` completes first."""
+        timeout = self._timeout(timeout_s)
+        wrapped = asyncio.wrap_future(future)
+        watcher = asyncio.ensure_future(disconnected()) if disconnected is not None else None
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise DeadlineExceeded(f"request timed out after {timeout:g} s") from None
+            done, _ = await asyncio.wait([wrapped] + ([watcher] if watcher else []), timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+        if wrapped in done:
+            return wrapped.result()
+        future.cancel()
+        if watcher is not None and watcher in done:
+            raise ClientDisconnected("the client disconnected before the response was ready")
+        raise DeadlineExceeded(f"request timed out after {timeout:g} s")
 
-    def infer(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        outputs: Sequence[str] | None = None,
-        *,
-        version: int | None = None,
-        label: str | None = None,
-        signature_name: str | None = None,
-    ) -> InferResult:
-        """Run one request (blocking; call it through `call`). Input and output names are signature
-        aliases or graph tensor names; `outputs=None` means every output of the signature."""
+    # --- requests ----------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def observe(self, protocol: str, model: str) -> AsyncIterator[Observation]:
+        """Time a request and record its outcome in metrics and live statistics."""
+        obs = Observation(protocol, model)
+        start = time.perf_counter()
+        self.metrics.in_flight.labels(protocol).inc()
+        error: BaseException | None = None
+        try:
+            yield obs
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            self.metrics.in_flight.labels(protocol).dec()
+            duration = time.perf_counter() - start
+            # Label only models the server knows: a client must not mint series with made-up names.
+            model_label = obs.model if obs.version or self.manager.knows(obs.model) else ""
+            outcome = _outcome(error)
+            self.metrics.observe_request(model_label, obs.version, protocol, outcome, duration, obs.queue_s, obs.compute_s)
+            if self.stats is not None and model_label:
+                self.stats.record_request(model_label, obs.version, protocol, duration, outcome == "success", obs.queue_s)
+
+    @contextlib.contextmanager
+    def lease(self, model: str, obs: Observation, version: int | None = None, label: str | None = None):
+        """The servable for a request, held until the block ends (an unload waits for it)."""
         with self.manager.lease(model, version, label) as servable:
-            return self.run(servable, servable.signature(signature_name), inputs, outputs)
+            obs.version = str(servable.version)
+            yield servable
 
-    def run(
-        self, servable: Servable, signature: Signature, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None
-    ) -> InferResult:
-        """Run a request on a leased servable (see `infer`)."""
+    def prepare(self, servable: Servable, signature: Signature, inputs: Mapping[str, np.ndarray],
+                outputs: Sequence[str] | None) -> tuple[dict[str, np.ndarray], list[TensorSpec]]:
+        """Graph feeds and output specs for a request, every name resolved and every input checked."""
         feeds: dict[str, np.ndarray] = {}
         for name, array in inputs.items():
             spec = servable.resolve_input(signature, name)
@@ -109,5 +192,41 @@ class DataPlane:
         specs = list(signature.outputs) if outputs is None else [servable.resolve_output(signature, n) for n in outputs]
         if len({s.alias for s in specs}) != len(specs):
             raise BadRequest(f"an output is requested more than once: {[s.alias for s in specs]}")
-        values = servable.run(feeds, [s.tensor for s in specs])
+        return feeds, specs
+
+    async def infer(
+        self,
+        servable: Servable,
+        signature: Signature,
+        inputs: Mapping[str, np.ndarray],
+        outputs: Sequence[str] | None,
+        obs: Observation,
+        *,
+        priority: int = 0,
+        timeout_s: float | None = None,
+        disconnected: Callable[[], Awaitable[Any]] | None = None,
+    ) -> InferResult:
+        """Run a request on a leased servable. Input and output names are signature aliases or graph
+        tensor names; `outputs=None` means every output of the signature."""
+        feeds, specs = self.prepare(servable, signature, inputs, outputs)
+        fetches = [s.tensor for s in specs]
+        timeout = self._timeout(timeout_s)
+        if servable.scheduler is not None:
+            deadline = time.monotonic() + timeout
+            future = servable.scheduler.submit(feeds, fetches, priority=priority, deadline=deadline)
+            values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
+        else:
+            future = self._pool.submit(self._run_timed, servable, feeds, fetches, time.perf_counter())
+            values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
+        obs.queue_s, obs.compute_s = queue_s, compute_s
         return InferResult(servable.model, servable.version, signature, tuple(zip(specs, values)))
+
+    def _run_timed(self, servable: Servable, feeds, fetches, submitted: float) -> tuple[list[np.ndarray], float, float]:
+        start = time.perf_counter()
+        values = servable.run(feeds, fetches)
+        end = time.perf_counter()
+        rows = next((a.shape[0] for a in feeds.values() if a.ndim), 1)
+        self.metrics.observe_batch(servable.model, str(servable.version), rows)
+        if self.stats is not None:
+            self.stats.record_batch(servable.model, str(servable.version), rows)
+        return values, start - submitted, end - start

@@ -28,8 +28,9 @@ class ServiceError(Exception):
 
     status = 500
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, headers: dict[str, str] | None = None):
         self.message = message
+        self.headers = headers  # extra response headers, e.g. Retry-After
         super().__init__(message)
 
 

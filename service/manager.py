@@ -11,16 +11,18 @@ available (or its files are gone), and only after the requests running on it hav
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 
 from engine import SessionOptions
 from engine.errors import EngineError
+from service.batching import BatchingOptions, BatchStats, resolve_batching
 from service.config import ConfigError, ModelConfig, parse_model_config
 from service.errors import BadRequest, Conflict, NotFound, Unavailable
 from service.repository import GRAPH_FILES, ModelRepository, check_model_name
@@ -94,10 +96,18 @@ class ModelManager:
         *,
         load_threads: int = 2,
         poll_interval_s: float = 2.0,
+        batching: BatchingOptions | None = None,
+        batching_by_default: bool = False,
+        on_batch: Callable[[str, int, BatchStats], None] | None = None,
+        on_load: Callable[[str, float], None] | None = None,
     ):
         self.repository = repository
         self.session_options = session_options
         self.poll_interval_s = poll_interval_s
+        self.batching_defaults = batching or BatchingOptions()
+        self.batching_by_default = batching_by_default
+        self._on_batch = on_batch
+        self._on_load = on_load
         self._models: dict[str, _Model] = {}
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -123,6 +133,8 @@ class ModelManager:
         if self._poller is not None:
             self._poller.join(timeout=10)
         self._loader.shutdown(wait=False, cancel_futures=True)
+        for servable in self.servables():
+            servable.close()
 
     def _poll_loop(self) -> None:
         while not self._stop.wait(self.poll_interval_s):
@@ -185,9 +197,23 @@ class ModelManager:
         config, version = model.config, record.version
         self._loader.submit(self._load, model.name, version, source, config, token)
 
+    def _load_servable(self, name: str, version: int, source, config: ModelConfig) -> Servable:
+        """Load with the model's batching options; the one place servables are made."""
+        try:
+            batching = resolve_batching(config.batching, self.batching_defaults, self.batching_by_default)
+        except ValueError as e:
+            raise LoadError(f"config.yaml batching: {e}") from None
+        on_batch = None
+        if batching is not None and self._on_batch is not None:
+            on_batch = functools.partial(self._on_batch, name, version)
+        servable = load_servable(name, version, source, config, self.session_options, batching=batching, on_batch=on_batch)
+        if self._on_load is not None:
+            self._on_load(name, servable.load_seconds)
+        return servable
+
     def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
         try:
-            servable, error = load_servable(name, version, source, config, self.session_options), None
+            servable, error = self._load_servable(name, version, source, config), None
         except (LoadError, EngineError, OSError) as e:
             servable, error = None, str(e)
         except Exception as e:  # an engine bug must not leave the version LOADING forever
@@ -197,9 +223,13 @@ class ModelManager:
             model = self._models.get(name)
             record = model.versions.get(version) if model else None
             if record is None or record.loading is not token:
+                if servable is not None:
+                    servable.close()
                 return  # superseded by a newer load, or unloaded meanwhile
             record.loading = None
             if servable is not None:
+                if record.servable is not None:
+                    record.servable.close()  # a reload: requests queued on the old one still run
                 record.servable, record.state, record.error, record.reason = servable, State.AVAILABLE, None, None
             elif record.servable is not None:
                 record.error = f"reload failed, still serving the previous load: {error}"
@@ -237,7 +267,12 @@ class ModelManager:
             return
         record.state = State.UNLOADING
         if record.inflight == 0:
-            record.state, record.servable = State.END, None
+            self._end(record)
+
+    @staticmethod
+    def _end(record: _Version) -> None:
+        record.servable.close()
+        record.state, record.servable = State.END, None
 
     # --- serving -----------------------------------------------------------------------------------
 
@@ -286,7 +321,7 @@ class ModelManager:
             with self._lock:
                 record.inflight -= 1
                 if record.state is State.UNLOADING and record.inflight == 0:
-                    record.state, record.servable = State.END, None
+                    self._end(record)
 
     def servable(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
         """The servable for metadata (no lease: metadata needs no running version)."""
@@ -326,6 +361,15 @@ class ModelManager:
                     continue
                 rows += [self._status(model, r) for _, r in sorted(model.versions.items())]
             return rows
+
+    def knows(self, name: str) -> bool:
+        with self._lock:
+            return name in self._models
+
+    def servables(self) -> list[Servable]:
+        """Every servable loaded now (for metrics)."""
+        with self._lock:
+            return [r.servable for m in self._models.values() for r in m.versions.values() if r.servable is not None]
 
     def config(self, name: str) -> ModelConfig:
         with self._lock:
@@ -376,7 +420,7 @@ class ModelManager:
 
     def _validate(self, name: str, version: int, source: bytes, config: ModelConfig) -> Servable:
         try:
-            return load_servable(name, version, source, config, self.session_options)
+            return self._load_servable(name, version, source, config)
         except LoadError as e:
             raise BadRequest(f"version {version} of model '{name}' rejected: {e}") from None
 
@@ -414,6 +458,8 @@ class ModelManager:
                 # The validated load is the served one: no second load.
                 record.servable, record.state, record.error, record.reason = servable, State.AVAILABLE, None, None
                 record.loading, record.attempted = None, (files.fingerprint, model.generation)
+            else:
+                servable.close()
             self._sync(name, on_disk=True)
             if version not in model.config.version_policy.select(self.repository.versions(name)):
                 self._unload(record, f"stored, not served: outside the version policy ({model.config.version_policy.describe()})")
@@ -482,7 +528,7 @@ class ModelManager:
             graph = next((version_files[f] for f in GRAPH_FILES if f in version_files), None)
             if graph is None:
                 raise BadRequest(f"version {version} of model '{name}' needs one of {', '.join(GRAPH_FILES)}")
-            self._validate(name, version, graph, config)
+            self._validate(name, version, graph, config).close()
         with self._lock:
             if config_text is not None:
                 self.repository.write_config(name, config)

@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse
 from engine import dtypes
 from engine.proto import types_pb2
 from service.auth import require_admin, require_api
-from service.bodies import parse_json, read_body
+from service.bodies import parse_json, read_body, wait_for_disconnect
 from service.codecs import tfserving
 from service.dataplane import DataPlane
+from service.batching import QueueFull
 from service.errors import BadRequest
 from service.manager import ModelManager, State, VersionStatus
 from service.signatures import Signature, TensorSpec
@@ -130,19 +131,27 @@ def label_metadata(request: Request, model: str, label: str) -> dict[str, Any]:
 # --- predict -------------------------------------------------------------------------------------
 
 
-def _run_predict(plane: DataPlane, model: str, version: int | None, label: str | None, body: bytes) -> bytes:
-    doc = tfserving.parse_predict_body(body)
-    with plane.manager.lease(model, version, label) as servable:
-        signature = servable.signature(doc.get("signature_name"))
-        request = tfserving.decode_predict_inputs(doc, signature.inputs)
-        result = plane.run(servable, signature, request.inputs, None)
-    return tfserving.encode_predict_response({spec.alias: value for spec, value in result.outputs}, request.row_format)
+def _decode(doc: dict, signature: Signature) -> tfserving.PredictRequest:
+    return tfserving.decode_predict_inputs(doc, signature.inputs)
 
 
 async def _predict(request: Request, model: str, version: int | None, label: str | None) -> Response:
-    body = await read_body(request)
     plane = _plane(request)
-    content = await plane.call(_run_predict, plane, model, version, label, body)
+    async with plane.observe("v1", model) as obs:
+        body = await read_body(request)
+        doc = await plane.maybe_call(len(body), tfserving.parse_predict_body, body)
+        with plane.lease(model, obs, version, label) as servable:
+            signature = servable.signature(doc.get("signature_name"))
+            decoded = await plane.maybe_call(len(body), _decode, doc, signature)
+            try:
+                result = await plane.infer(servable, signature, decoded.inputs, None, obs,
+                                           disconnected=lambda: wait_for_disconnect(request))
+            except QueueFull as e:
+                # TensorFlow Serving reports a full batch queue as UNAVAILABLE.
+                raise QueueFull(e.message, status=503) from None
+        outputs = {spec.alias: value for spec, value in result.outputs}
+        size = sum(value.nbytes for value in outputs.values())
+        content = await plane.maybe_call(size, tfserving.encode_predict_response, outputs, decoded.row_format)
     return Response(content, media_type="application/json")
 
 

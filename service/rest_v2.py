@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse
 
 import service
 from service.auth import require_admin, require_api
-from service.bodies import parse_json, read_body
+from service.bodies import parse_json, read_body, wait_for_disconnect
 from service.codecs import v2
-from service.dataplane import DataPlane
+from service.dataplane import DataPlane, InferResult
 from service.errors import BadRequest
 from service.manager import ModelManager, State, VersionStatus
 from service.rest_tfserving import parse_version
@@ -39,7 +39,7 @@ _INFER_BODY = {
                     "required": ["inputs"],
                     "properties": {
                         "id": {"type": "string"},
-                        "parameters": {"type": "object", "description": "e.g. binary_data_output, timeout (µs), signature_name"},
+                        "parameters": {"type": "object", "description": "e.g. binary_data_output, timeout (µs), priority (1 highest), signature_name"},
                         "inputs": {"type": "array", "items": {"type": "object", "required": ["name", "shape", "datatype"]}},
                         "outputs": {"type": "array", "items": {"type": "object", "required": ["name"]}},
                     },
@@ -192,25 +192,30 @@ def _timeout_s(parameters: dict) -> float | None:
     return timeout / 1e6 if timeout > 0 else None  # 0 means no timeout of its own, as in Triton
 
 
-def _run_infer(plane: DataPlane, model: str, version: int | None, request: v2.InferRequest) -> tuple[bytes, int | None]:
+def _priority(parameters: dict) -> int:
+    priority = parameters.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
+        raise BadRequest(f"invalid 'priority' parameter {priority!r}: expected a non-negative integer (1 is the highest)")
+    return priority
+
+
+def _check_request(request: v2.InferRequest) -> str | None:
+    """The request's signature name, after the checks the codec leaves to us."""
     names = [i.name for i in request.inputs]
     if len(set(names)) != len(names):
         raise BadRequest(f"input names must be unique; got {names}")
+    for o in request.outputs or ():
+        if "classification" in o.parameters:
+            raise BadRequest(f"output '{o.name}': the classification extension is not supported")
     signature_name = request.parameters.get("signature_name")
     if signature_name is not None and not isinstance(signature_name, str):
         raise BadRequest("the 'signature_name' parameter must be a string")
-    requested = {o.name: o for o in request.outputs or ()}
-    for o in requested.values():
-        if "classification" in o.parameters:
-            raise BadRequest(f"output '{o.name}': the classification extension is not supported")
-    result = plane.infer(
-        model,
-        {i.name: i.array for i in request.inputs},
-        None if request.outputs is None else [o.name for o in request.outputs],
-        version=version,
-        signature_name=signature_name,
-    )
+    return signature_name
+
+
+def _encode(model: str, request: v2.InferRequest, result: InferResult) -> tuple[bytes, int | None]:
     binary_default = request.parameters.get("binary_data_output") is True
+    requested = {o.name: o for o in request.outputs or ()}
     outputs = []
     for spec, value in result.outputs:
         asked = requested.get(spec.alias)
@@ -220,13 +225,27 @@ def _run_infer(plane: DataPlane, model: str, version: int | None, request: v2.In
 
 
 async def _infer(request: Request, model: str, version: int | None) -> Response:
-    body = await read_body(request)
-    header = request.headers.get(HEADER_LENGTH)
-    if header is not None and not header.strip().isdigit():
-        raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
     plane = _plane(request)
-    decoded = await plane.call(v2.decode_infer_request, body, None if header is None else int(header))
-    content, json_length = await plane.call(_run_infer, plane, model, version, decoded, timeout_s=_timeout_s(decoded.parameters))
+    async with plane.observe("v2", model) as obs:
+        body = await read_body(request)
+        header = request.headers.get(HEADER_LENGTH)
+        if header is not None and not header.strip().isdigit():
+            raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
+        decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
+        signature_name = _check_request(decoded)
+        with plane.lease(model, obs, version) as servable:
+            result = await plane.infer(
+                servable,
+                servable.signature(signature_name),
+                {i.name: i.array for i in decoded.inputs},
+                None if decoded.outputs is None else [o.name for o in decoded.outputs],
+                obs,
+                priority=_priority(decoded.parameters),
+                timeout_s=_timeout_s(decoded.parameters),
+                disconnected=lambda: wait_for_disconnect(request),
+            )
+        size = sum(value.nbytes for _, value in result.outputs)
+        content, json_length = await plane.maybe_call(size, _encode, model, decoded, result)
     if json_length is None:
         return Response(content, media_type="application/json")
     return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})

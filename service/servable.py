@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -19,6 +19,7 @@ from engine.errors import EngineError, GraphError
 from engine.plan import PLACEHOLDER_OPS
 from engine.prune import prune_to_signature
 from engine.summary import graph_outputs
+from service.batching import BatchingOptions, BatchScheduler, BatchStats
 from service.config import ModelConfig
 from service.errors import BadRequest, NotFound
 from service.signatures import DEFAULT_SIGNATURE, Signature, TensorSpec
@@ -45,6 +46,12 @@ class Servable:
     session: Session
     signatures: Mapping[str, Signature]
     load_seconds: float
+    scheduler: BatchScheduler | None = None  # dynamic batching, when the model has it on
+
+    def close(self) -> None:
+        """Stop batching (queued requests still run); called once the version leaves service."""
+        if self.scheduler is not None:
+            self.scheduler.close()
 
     def signature(self, name: str | None) -> Signature:
         """`name`, or the default signature (`serving_default`, else the only/first one)."""
@@ -205,8 +212,18 @@ def _warm_up(session: Session, signature: Signature) -> Signature:
     return Signature(signature.name, signature.inputs, outputs)
 
 
-def load_servable(model: str, version: int, source: Path | bytes, config: ModelConfig, options: SessionOptions) -> Servable:
-    """Parse, check, resolve signatures and warm up; raises LoadError saying what is wrong."""
+def load_servable(
+    model: str,
+    version: int,
+    source: Path | bytes,
+    config: ModelConfig,
+    options: SessionOptions,
+    *,
+    batching: BatchingOptions | None = None,
+    on_batch: Callable[[BatchStats], None] | None = None,
+) -> Servable:
+    """Parse, check, resolve signatures and warm up; raises LoadError saying what is wrong.
+    With `batching`, the servable gets a batch scheduler (started once everything else loaded)."""
     start = time.perf_counter()
     try:
         graph = load_graph(source)
@@ -215,5 +232,10 @@ def load_servable(model: str, version: int, source: Path | bytes, config: ModelC
         raise LoadError(str(e)) from None
     signatures = {name: _warm_up(session, sig) for name, sig in _build_signatures(graph, config).items()}
     seconds = time.perf_counter() - start
-    log.info("loaded %s version %d in %.3f s", model, version, seconds)
-    return Servable(model, version, session, signatures, seconds)
+    scheduler = None
+    if batching is not None:
+        scheduler = BatchScheduler(
+            lambda feeds, fetches: session.run(list(fetches), dict(feeds)), batching, name=f"{model}-{version}", on_batch=on_batch
+        )
+    log.info("loaded %s version %d in %.3f s%s", model, version, seconds, " (batching)" if scheduler else "")
+    return Servable(model, version, session, signatures, seconds, scheduler)

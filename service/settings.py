@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.batching import BatchingOptions
+
 __all__ = ["Settings", "is_loopback"]
 
 MiB = 1024 * 1024
@@ -53,11 +55,40 @@ class Settings(BaseSettings):
     load_threads: int = Field(2, ge=1)
     """Threads loading and warming up model versions in the background."""
 
+    batching: bool = False
+    """Batch the requests of models whose config.yaml has no `batching:` key (a model's own key
+    always decides for it)."""
+
+    batching_max_batch_size: int = Field(32, ge=1)
+    """Default largest batch, in rows; larger requests are split and reassembled."""
+
+    batching_batch_timeout_micros: int = Field(1000, ge=0)
+    """Default longest a request waits for company before its batch runs."""
+
+    batching_allowed_batch_sizes: list[int] = Field(default_factory=list)
+    """Default sizes batches are padded up to (the last must equal the max batch size); empty: no padding."""
+
+    batching_max_enqueued_batches: int = Field(64, ge=1)
+    """Default queue capacity, in batches of the max size; beyond it requests get 429 with Retry-After."""
+
+    batching_num_batch_threads: int = Field(1, ge=1)
+    """Default number of batches of one model version that run at once."""
+
     executor_cache_capacity: int = Field(64, ge=1)
     """Compiled plans kept per model version (one per distinct feed/fetch signature)."""
 
     log_level: str = "info"
     """uvicorn's log level."""
+
+    def batching_options(self) -> BatchingOptions:
+        """The server-wide batching defaults (a ValueError names an inconsistent combination)."""
+        return BatchingOptions(
+            max_batch_size=self.batching_max_batch_size,
+            batch_timeout_micros=self.batching_batch_timeout_micros,
+            allowed_batch_sizes=tuple(self.batching_allowed_batch_sizes),
+            max_enqueued_batches=self.batching_max_enqueued_batches,
+            num_batch_threads=self.batching_num_batch_threads,
+        )
 
     def management_open_without_token(self) -> bool:
         """Management without a token is safe only when nobody but this machine can connect."""

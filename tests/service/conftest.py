@@ -75,7 +75,7 @@ def client() -> Iterator:
     clients: list[httpx.Client] = []
 
     def make(server: BackgroundServer, **kwargs) -> httpx.Client:
-        c = httpx.Client(base_url=server.url, timeout=30, **kwargs)
+        c = httpx.Client(base_url=server.url, **{"timeout": 30, **kwargs})
         clients.append(c)
         return c
 

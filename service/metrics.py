@@ -1,0 +1,150 @@
+"""Prometheus metrics: what the server did, in series that aggregate across pods.
+
+Our own metrics follow Prometheus conventions (base units, `_seconds`, `_total`). Beside them stand
+the series Triton exposes (`nv_inference_count`, `nv_inference_request_duration_us`, ...) under
+Triton's exact names, so that dashboards and autoscaling rules written for Triton work unchanged;
+they are exported untyped because Triton's names break the conventions promtool checks for counters
+(`_total`, no `_count`), and the `_us` unit in three of them is Triton's and stays.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, UntypedMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+__all__ = ["Metrics", "LATENCY_BUCKETS", "CONTENT_TYPE"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Fine buckets from 0.5 ms to 10 s: model servers live in the low milliseconds.
+LATENCY_BUCKETS = (
+    0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05,
+    0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0,
+)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+LOAD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+_TRITON = (
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes (Triton-compatible counter)"),
+    ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes (Triton-compatible counter)"),
+    ("nv_inference_count", "Number of inferences performed, one per batch row (Triton-compatible counter)"),
+    ("nv_inference_exec_count", "Number of model executions performed, one per batch (Triton-compatible counter)"),
+    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (Triton-compatible counter)"),
+    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (Triton-compatible counter)"),
+    ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (Triton-compatible counter)"),
+)
+
+
+class _TritonCollector:
+    """Triton's per model/version counters, accumulated in plain dicts and exported untyped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, dict[tuple[str, str], float]] = {name: defaultdict(float) for name, _ in _TRITON}
+
+    def add(self, model: str, version: str, **values: float) -> None:
+        with self._lock:
+            for name, value in values.items():
+                self._values[f"nv_inference_{name}"][(model, version)] += value
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            snapshot = {name: dict(values) for name, values in self._values.items()}
+        for name, documentation in _TRITON:
+            family = UntypedMetricFamily(name, documentation, labels=["model", "version"])
+            for (model, version), value in sorted(snapshot[name].items()):
+                family.add_metric([model, version], value)
+            yield family
+
+
+class _ManagerCollector:
+    """Series read from the model manager at scrape time: loaded versions and executor caches."""
+
+    def __init__(self, servables: Callable[[], Iterable]):
+        self._servables = servables
+
+    def collect(self) -> Iterable[Metric]:
+        loaded = GaugeMetricFamily("tensorgate_loaded_versions", "Model versions loaded and serving", labels=["model"])
+        hits = CounterMetricFamily("tensorgate_executor_cache_hits", "Requests whose signature found a compiled plan", labels=["model", "version"])
+        misses = CounterMetricFamily("tensorgate_executor_cache_misses", "Requests that compiled a plan for a new signature", labels=["model", "version"])
+        evictions = CounterMetricFamily("tensorgate_executor_cache_evictions", "Plans dropped from a full executor cache", labels=["model", "version"])
+        entries = GaugeMetricFamily("tensorgate_executor_cache_entries", "Compiled plans held", labels=["model", "version"])
+        build = CounterMetricFamily("tensorgate_plan_build_seconds", "Time spent compiling plans", labels=["model", "version"])
+        per_model: dict[str, int] = defaultdict(int)
+        for servable in self._servables():
+            per_model[servable.model] += 1
+            labels = [servable.model, str(servable.version)]
+            stats = servable.session.cache_stats()
+            hits.add_metric(labels, stats.hits)
+            misses.add_metric(labels, stats.misses)
+            evictions.add_metric(labels, stats.evictions)
+            entries.add_metric(labels, stats.entries)
+            build.add_metric(labels, stats.build_seconds)
+        for model, count in sorted(per_model.items()):
+            loaded.add_metric([model], count)
+        yield from (loaded, hits, misses, evictions, entries, build)
+
+
+class Metrics:
+    """The server's metrics, in a registry of its own (several apps can live in one process).
+
+        >>> metrics = Metrics(manager.servables)
+        >>> metrics.observe_request("iris", "2", "v2", "success", 0.0012)
+        >>> text = metrics.exposition()
+    """
+
+    def __init__(self, servables: Callable[[], Iterable] = lambda: ()):
+        self.registry = CollectorRegistry()
+        for collector in (ProcessCollector, PlatformCollector, GCCollector):
+            collector(registry=self.registry)
+        r = self.registry
+        labels = ["model", "version", "protocol"]
+        self.request_duration = Histogram("tensorgate_request_duration_seconds", "Time from request received to response ready",
+                                          labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.queue_duration = Histogram("tensorgate_queue_duration_seconds", "Time a request waited in the batch queue or for a worker",
+                                        labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.compute_duration = Histogram("tensorgate_compute_duration_seconds", "Time running the model for a request (its whole batch)",
+                                          labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.batch_size = Histogram("tensorgate_batch_size", "Rows of real requests per executed batch (before padding)",
+                                    ["model", "version"], buckets=BATCH_BUCKETS, registry=r)
+        self.requests = Counter("tensorgate_requests", "Inference requests by outcome", [*labels, "outcome"], registry=r)
+        self.in_flight = Gauge("tensorgate_in_flight_requests", "Inference requests being handled", ["protocol"], registry=r)
+        self.load_duration = Histogram("tensorgate_model_load_duration_seconds", "Time to load and warm up a model version",
+                                       ["model"], buckets=LOAD_BUCKETS, registry=r)
+        self.triton = _TritonCollector()
+        r.register(self.triton)
+        r.register(_ManagerCollector(servables))
+
+    def observe_request(self, model: str, version: str, protocol: str, outcome: str, duration_s: float,
+                        queue_s: float | None = None, compute_s: float | None = None) -> None:
+        self.requests.labels(model, version, protocol, outcome).inc()
+        self.request_duration.labels(model, version, protocol).observe(duration_s)
+        if queue_s is not None:
+            self.queue_duration.labels(model, version, protocol).observe(queue_s)
+        if compute_s is not None:
+            self.compute_duration.labels(model, version, protocol).observe(compute_s)
+        if model:  # Triton counts requests that reached a model
+            ok = outcome == "success"
+            self.triton.add(
+                model, version,
+                request_success=1.0 if ok else 0.0,
+                request_failure=0.0 if ok else 1.0,
+                request_duration_us=duration_s * 1e6,
+                queue_duration_us=(queue_s or 0.0) * 1e6,
+                compute_infer_duration_us=(compute_s or 0.0) * 1e6,
+            )
+
+    def observe_batch(self, model: str, version: str, rows: int) -> None:
+        """One model execution over `rows` rows (a batch, or an unbatched request)."""
+        self.batch_size.labels(model, version).observe(rows)
+        self.triton.add(model, version, count=float(rows), exec_count=1.0)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
