@@ -63,10 +63,6 @@ def _plane(request: Request) -> DataPlane:
     return request.app.state.plane
 
 
-def _version(version: str | None) -> int | None:
-    return None if version is None else parse_version(version)
-
-
 # --- server --------------------------------------------------------------------------------------
 
 

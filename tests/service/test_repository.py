@@ -4,7 +4,6 @@ persistence, hot reload from the directory, rejected uploads, and the v2 reposit
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import time
 from pathlib import Path
