@@ -70,8 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     stats = LiveStats()
 
     def on_batch(model: str, version: int, batch: BatchStats) -> None:
-        metrics.observe_batch(model, str(version), batch.rows)
-        stats.record_batch(model, str(version), batch.rows)
+        plane.observe_batch(model, version, batch.rows)  # plane exists before any batch runs
 
     manager = ModelManager(
         ModelRepository(settings.model_repository),

@@ -213,10 +213,9 @@ class DataPlane:
         if servable.scheduler is not None:
             deadline = time.monotonic() + timeout
             future = servable.scheduler.submit(feeds, fetches, priority=priority, deadline=deadline)
-            values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         else:
             future = self._pool.submit(self._run_timed, servable, feeds, fetches, time.perf_counter())
-            values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
+        values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         obs.queue_s, obs.compute_s = queue_s, compute_s
         return InferResult(servable.model, servable.version, signature, tuple(zip(specs, values)))
 
@@ -224,8 +223,11 @@ class DataPlane:
         start = time.perf_counter()
         values = servable.run(feeds, fetches)
         end = time.perf_counter()
-        rows = next((a.shape[0] for a in feeds.values() if a.ndim), 1)
-        self.metrics.observe_batch(servable.model, str(servable.version), rows)
-        if self.stats is not None:
-            self.stats.record_batch(servable.model, str(servable.version), rows)
+        self.observe_batch(servable.model, servable.version, next((a.shape[0] for a in feeds.values() if a.ndim), 1))
         return values, start - submitted, end - start
+
+    def observe_batch(self, model: str, version: int, rows: int) -> None:
+        """One model execution over `rows` rows (a batch, or a request run alone)."""
+        self.metrics.observe_batch(model, str(version), rows)
+        if self.stats is not None:
+            self.stats.record_batch(model, str(version), rows)

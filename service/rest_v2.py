@@ -87,10 +87,17 @@ async def ready(request: Request) -> JSONResponse:
 # --- models --------------------------------------------------------------------------------------
 
 
+def _datatype(spec: TensorSpec) -> str:
+    return "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
+
+
+def _dims(spec: TensorSpec) -> list[int]:
+    """-1 for a dimension of any size; an unknown rank shows as [-1]."""
+    return [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
+
+
 def _tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
-    datatype = "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
-    shape = [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
-    return {"name": spec.alias, "datatype": datatype, "shape": shape}
+    return {"name": spec.alias, "datatype": _datatype(spec), "shape": _dims(spec)}
 
 
 def _model_metadata(request: Request, model: str, version: int | None) -> dict[str, Any]:
@@ -137,7 +144,7 @@ def version_ready(request: Request, model: str, version: str) -> JSONResponse:
 
 
 def _triton_type(spec: TensorSpec) -> str:
-    datatype = "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
+    datatype = _datatype(spec)
     return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
 
 
@@ -151,17 +158,14 @@ def _model_config(request: Request, model: str, version: int | None) -> dict[str
         else {"latest": {"num_versions": policy.latest}}
     )
 
-    def dims(spec: TensorSpec) -> list[int]:
-        return [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
-
     return {
         "name": model,
         "platform": "tensorflow_graphdef",
         "backend": "tensorgate",
         "max_batch_size": 0,
         "version_policy": policy_doc,
-        "input": [{"name": s.alias, "data_type": _triton_type(s), "dims": dims(s)} for s in signature.inputs],
-        "output": [{"name": s.alias, "data_type": _triton_type(s), "dims": dims(s)} for s in signature.outputs],
+        "input": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in signature.inputs],
+        "output": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in signature.outputs],
     }
 
 
