@@ -29,6 +29,11 @@ __all__ = [
     "FeedDtypeError",
     "FeedShapeError",
     "ExecutionError",
+    "DeadTensorError",
+    "LoopLimitError",
+    "PartialRunError",
+    "PartialRunNotFoundError",
+    "PartialRunLimitError",
 ]
 
 
@@ -156,3 +161,49 @@ class ExecutionError(EngineError):
     def __init__(self, node: str, op: str, device: str, message: str):
         self.node, self.op, self.device = node, op, device
         super().__init__(f"{op} on {device} failed: {message}\n\t [[{{{{node {node}}}}}]]")
+
+
+class DeadTensorError(ExecutionError):
+    """A fetched tensor lies on a branch that was not taken (TensorFlow: "does not have value")."""
+
+    def __init__(self, name: str):
+        self.name = name
+        EngineError.__init__(
+            self, f"fetched tensor '{name}' has no value: it is on a branch of a conditional that was not taken"
+        )
+        self.node, self.op, self.device = name.rpartition(":")[0] or name, "", ""
+
+
+class LoopLimitError(ExecutionError):
+    """A loop ran more iterations than the configured limit (a runaway loop is stopped, not hung)."""
+
+    def __init__(self, node: str, frame: str, limit: int):
+        self.node, self.op, self.device, self.frame, self.limit = node, "", "", frame, limit
+        EngineError.__init__(
+            self,
+            f"loop '{frame}' exceeded the limit of {limit} iterations (PlanOptions.max_loop_iterations / "
+            f"TENSORGATE_MAX_LOOP_ITERATIONS)\n\t [[{{{{node {node}}}}}]]",
+        )
+
+
+# --- partial runs ----------------------------------------------------------------------------------------
+
+
+class PartialRunError(RequestError):
+    """A partial-run call does not fit its setup (feeds/fetches not declared, repeated, not computable)."""
+
+
+class PartialRunNotFoundError(PartialRunError):
+    """The handle is unknown, already finished, closed, or expired."""
+
+    def __init__(self, handle: str, reason: str = "no such partial run (it finished, was closed or expired)"):
+        self.handle = handle
+        super().__init__(f"partial run '{handle}': {reason}")
+
+
+class PartialRunLimitError(PartialRunError):
+    """Too many partial runs are open on this session."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        super().__init__(f"too many open partial runs (limit {limit}); finish or close one first")

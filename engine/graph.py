@@ -69,6 +69,9 @@ class Graph:
     # The GraphDef it was decoded from, kept so that saving reproduces it exactly (None for graphs
     # derived by optimization passes).
     graph_def: graph_pb2.GraphDef | None = None
+    # Functions the graph's call ops (If, While, PartitionedCall, ...) name, by function name (see
+    # engine.functions). Derived graphs share their source's library.
+    library: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     _by_name: Mapping[str, Node] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -44,6 +44,9 @@ class PlanOptions:
     # Rewrites that change which kernels run, never the results beyond float rounding: per-channel
     # affine chains folded into conv/matmul weights, bias and activation fused into them.
     optimize: bool = True
+    # A loop (v1 frames or a functional While) that runs more iterations than this fails with
+    # LoopLimitError instead of running away.
+    max_loop_iterations: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ def compile_plan(
             constant_folding_max_bytes=options.constant_folding_max_bytes,
             device=device,
         )
-        graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts), ctx, passes)
+        graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
         nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
     b.graph = graph
     for node in nodes:

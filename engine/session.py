@@ -34,6 +34,10 @@ class SessionOptions:
 
     # Plans kept per session; the least recently used one is dropped beyond this.
     cache_capacity: int = 64
+    # Partial runs (prun_setup/prun): how many may be open at once, and how long one may sit idle
+    # before its handle expires and its state is dropped.
+    prun_max_handles: int = 64
+    prun_timeout_s: float = 300.0
     plan: PlanOptions = field(default_factory=PlanOptions)
 
 

@@ -71,4 +71,4 @@ def rebuild(graph: Graph, replaced: dict[str, Node], removed: Iterable[str] = ()
     counts.update(validate.output_counts([replaced[k] for k in replaced] + list(added)))
     for name in dropped:
         counts.pop(name, None)
-    return Graph(nodes=tuple(nodes), output_counts=counts)
+    return Graph(nodes=tuple(nodes), output_counts=counts, library=graph.library)
