@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import EngineError, ExecutionError
+from engine.frames import run_dataflow
 from engine.plan import Plan
 
 __all__ = ["execute"]
@@ -20,8 +21,11 @@ __all__ = ["execute"]
 def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
     """Run `plan` with `feed_values` (in `plan.feeds` order); returns values in `plan.fetches` order.
 
-    A kernel failure is re-raised as ExecutionError naming the node and op.
+    A kernel failure is re-raised as ExecutionError naming the node and op. Plans with control flow
+    run on the dataflow executor (engine.frames).
     """
+    if plan.dataflow is not None:
+        return run_dataflow(plan.dataflow, feed_values)
     slots = list(plan.initial)
     for spec, value in zip(plan.feeds, feed_values):
         slots[spec.slot] = value

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from engine.graph import Graph, Node, TensorRef
+from kernels.control_flow import NEXT_ITERATION_OPS as LOOP_BACK_EDGE_OPS
 
 __all__ = ["prune_to_signature"]
 
@@ -17,7 +18,7 @@ __all__ = ["prune_to_signature"]
 def prune_to_signature(
     graph: Graph, feeds: Iterable[TensorRef], fetches: Iterable[TensorRef], targets: Iterable[str]
 ) -> list[Node]:
-    """The needed nodes in a topological order (ties kept in GraphDef order)."""
+    """The needed nodes in a topological order (ties kept in GraphDef order; loop back edges aside)."""
     fed = frozenset(feeds)
     stack = [ref.node for ref in fetches if ref not in fed]
     stack.extend(targets)
@@ -32,11 +33,15 @@ def prune_to_signature(
         stack.extend(node.control_inputs)
 
     order = {node.name: i for i, node in enumerate(graph.nodes) if node.name in needed}
+    # A loop's NextIteration -> Merge edge is its one back edge: leaving it out of the ordering puts
+    # each Merge after its Enter, and the loop body after the Merge.
+    back = {name for name in order if graph.node(name).op in LOOP_BACK_EDGE_OPS}
     pending: dict[str, int] = {}
     consumers: dict[str, list[str]] = {name: [] for name in order}
     for name in order:
         node = graph.node(name)
         sources = {ref.node for ref in node.inputs if ref not in fed} | set(node.control_inputs)
+        sources -= back
         pending[name] = len(sources)
         for source in sources:
             consumers[source].append(name)

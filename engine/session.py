@@ -3,6 +3,7 @@
     >>> sess = engine.Session(engine.load_graph("model.pb"), device="cpu")
     >>> y, z = sess.run(["out:0", "layer2/z:0"], {"x:0": x})
     >>> sess.run([], {"x:0": x}, targets=["init"])
+    >>> h = sess.prun_setup(["a:0", "b:0"], ["h:0", "out:0"])   # a partial run, fed in steps
 
 Any tensor can be fed, not only placeholders: feeding an intermediate tensor cuts the graph above it.
 Feeds of placeholders are checked against the declared dtype and shape.
@@ -23,6 +24,7 @@ from engine.errors import FeedDtypeError, FeedError, FeedShapeError, UnknownTens
 from engine.executor import execute
 from engine.graph import Graph, parse_tensor_name
 from engine.graph_io import GraphSource, load_graph
+from engine.partial_run import PartialRuns
 from engine.plan import FeedSpec, Plan, PlanOptions, compile_plan, format_shape
 
 __all__ = ["Session", "SessionOptions"]
@@ -102,6 +104,7 @@ class Session:
         validate.check_supported(self.graph.nodes, device)
         self._cache: ExecutorCache[Plan] = ExecutorCache(self.options.cache_capacity)
         self._bindings: dict[tuple, _Binding] = {}
+        self._partial_runs = PartialRuns(self.options.prun_max_handles, self.options.prun_timeout_s)
 
     def _signature_key(self, feeds, fetches, targets) -> tuple:
         return (
@@ -167,6 +170,45 @@ class Session:
         outputs = execute(plan, values)
         results = [_deliver(outputs[i]) for i in binding.fetch_positions]
         return results[0] if single else results
+
+    def prun_setup(self, feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str] = ()) -> str:
+        """Declare a partial run's feeds, fetches and targets; returns its handle (see engine.partial_run).
+
+        >>> h = sess.prun_setup(["a:0", "b:0"], ["h:0", "out:0"])
+        >>> h_value, = sess.prun(h, {"a:0": a}, ["h:0"])
+        >>> out, = sess.prun(h, {"b:0": b}, ["out:0"])
+        """
+        targets = (targets,) if isinstance(targets, str) else tuple(targets)
+        key = self._signature_key(feeds, fetches, targets)
+        plan = self._cache.get_or_create(
+            ("partial_run", *key),
+            lambda: compile_plan(
+                self.graph, key[0], key[1], key[2], device=self.device, options=self.options.plan, dataflow=True
+            ),
+        )
+        return self._partial_runs.open(plan)
+
+    def prun(self, handle: str, feed_dict: Mapping[str, Any] | None, fetches: Sequence[str] | str) -> list[np.ndarray] | np.ndarray:
+        """One step of a partial run: feed some declared feeds, return some declared fetches (one array
+        for a single name), each as soon as the feeds so far make it computable."""
+        single = isinstance(fetches, str)
+        fetch_names = [_canonical(n) for n in ((fetches,) if single else fetches)]
+        feeds: dict[str, Any] = {}
+        for name, value in (feed_dict or {}).items():
+            canonical = _canonical(name)
+            if canonical in feeds:
+                raise FeedError(canonical, f"tensor '{canonical}' is fed more than once")
+            feeds[canonical] = value
+        results = [_deliver(v) for v in self._partial_runs.step(handle, feeds, fetch_names, _check_feed)]
+        return results[0] if single else results
+
+    def prun_close(self, handle: str) -> None:
+        """End a partial run before it finishes; PartialRunNotFoundError when the handle is unknown."""
+        self._partial_runs.close(handle)
+
+    def open_partial_runs(self) -> int:
+        """How many partial runs are open (expired ones are not counted)."""
+        return len(self._partial_runs)
 
     def cache_stats(self) -> CacheStats:
         """Executor cache counters (hits, misses, entries, evictions, build seconds)."""
