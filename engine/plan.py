@@ -22,10 +22,12 @@ import numpy as np
 
 import kernels
 from engine import dtypes
+from engine.dataflow import DataflowPlan, compile_dataflow
 from engine.errors import ExecutionError, UnfedPlaceholderError, UnknownTensorError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
 from engine.passes import PassContext, optimize
 from engine.prune import prune_to_signature
+from kernels.control_flow import CONTROL_FLOW_OPS
 from kernels.core import IDENTITY_OPS
 
 __all__ = ["PlanOptions", "FeedSpec", "Instruction", "Plan", "compile_plan", "format_shape"]
@@ -88,6 +90,9 @@ class Plan:
     fetch_slots: tuple[int, ...]
     feed_index: dict[str, int] = field(repr=False)
     fetch_index: dict[str, int] = field(repr=False)
+    # Set when the signature has v1 control flow (or was compiled for partial runs): the executor then
+    # runs this dataflow plan instead of the (empty) instruction list.
+    dataflow: DataflowPlan | None = None
     # The instructions as plain tuples (fn, inputs, output slot or slots, single-output?, frees): what
     # the executor's loop unpacks, cheaper than attribute lookups on every step.
     program: tuple[tuple, ...] = field(init=False, repr=False)
@@ -100,6 +105,8 @@ class Plan:
         object.__setattr__(self, "program", steps)
 
     def __str__(self) -> str:
+        if self.dataflow is not None:
+            return str(self.dataflow)
         lines = [f"plan on {self.device}: {len(self.instructions)} instructions, {len(self.initial)} slots"]
         lines += [f"  feed %{f.slot} <- {f.name}" for f in self.feeds]
         lines += [f"  {ins}" for ins in self.instructions]
@@ -158,6 +165,11 @@ class _Builder:
         self.constant.add(slot)
         return slot
 
+    def bind(self, node: Node) -> Callable[..., tuple]:
+        """The node's kernel bound to its attrs."""
+        kdef = kernels.lookup(node.op, self.device)
+        return kdef.bind(self.xp, node.attrs)
+
     def add_node(self, node: Node) -> None:
         outputs = [TensorRef(node.name, i) for i in range(self.graph.output_counts[node.name])]
         if all(ref in self.slot_of for ref in outputs) and outputs:
@@ -178,8 +190,7 @@ class _Builder:
         if node.op == "Const":
             self.slot_of.setdefault(outputs[0], self.constant_slot(node.attrs["value"]))
             return
-        kdef = kernels.lookup(node.op, self.device)
-        fn = kdef.bind(self.xp, node.attrs)
+        fn = self.bind(node)
         out_slots = []
         for ref in outputs:
             if ref in self.slot_of:  # fed: the run must not overwrite the fed value
@@ -218,11 +229,13 @@ def compile_plan(
     *,
     device: str = "cpu",
     options: PlanOptions | None = None,
+    dataflow: bool = False,
 ) -> Plan:
     """Prune `graph` to the signature, fold constants, and lay out slots and instructions.
 
     Raises UnknownTensorError for names the graph lacks and UnfedPlaceholderError for a needed
-    Placeholder that is not fed.
+    Placeholder that is not fed. A signature with v1 control flow (or any, with `dataflow=True`)
+    compiles into a DataflowPlan for engine.frames.
     """
     options = options or PlanOptions()
     feed_refs = sorted(set(_resolve_refs(graph, feeds)))
@@ -259,12 +272,31 @@ def compile_plan(
         graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
         nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
     b.graph = graph
+    fetch_names = tuple(str(ref) for ref in fetch_refs)
+    if dataflow or any(node.op in CONTROL_FLOW_OPS for node in nodes):
+        for node in nodes:
+            if node.op in PLACEHOLDER_OPS:
+                b.add_node(node)  # raises UnfedPlaceholderError: every needed placeholder must be fed
+        return Plan(
+            device=device,
+            feeds=tuple(feed_specs),
+            fetches=fetch_names,
+            targets=target_names,
+            instructions=(),
+            initial=(),
+            fetch_slots=(),
+            feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
+            fetch_index={name: i for i, name in enumerate(fetch_names)},
+            dataflow=compile_dataflow(
+                nodes, feed_refs, fetch_refs, target_names, graph.output_counts, b.bind,
+                max_iterations=options.max_loop_iterations, device=device,
+            ),
+        )
     for node in nodes:
         b.add_node(node)
 
     fetch_slots = tuple(b.slot_of[ref] for ref in fetch_refs)
     instructions = b.instructions(keep=set(fetch_slots) | b.constant | {SINK})
-    fetch_names = tuple(str(ref) for ref in fetch_refs)
     return Plan(
         device=device,
         feeds=tuple(feed_specs),
