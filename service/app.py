@@ -19,15 +19,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import service
-from engine import PlanOptions, SessionOptions
 from engine.errors import EngineError
-from service import dashboard, rest_tfserving, rest_v2
+from service import dashboard, rest_partial_runs, rest_tfserving, rest_v2
 from service.batching import BatchStats
 from service.bodies import BodyLimitMiddleware
 from service.dataplane import DataPlane
 from service.errors import ServiceError, status_of
 from service.manager import ModelManager
 from service.metrics import CONTENT_TYPE, Metrics
+from service.partial_runs import PartialRuns
 from service.repository import ModelRepository
 from service.settings import Settings
 from service.stats import LiveStats
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     manager = ModelManager(
         ModelRepository(settings.model_repository),
-        SessionOptions(cache_capacity=settings.executor_cache_capacity, plan=PlanOptions()),
+        settings.session_options(),
         load_threads=settings.load_threads,
         poll_interval_s=settings.poll_interval_s,
         batching=settings.batching_options(),
@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.manager = manager
     app.state.plane = plane
+    app.state.partial_runs = PartialRuns(manager)
     app.state.metrics = metrics
     app.state.stats = stats
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, _on_error)
     app.include_router(rest_v2.router)
     app.include_router(rest_tfserving.router)
+    app.include_router(rest_partial_runs.router)
     app.include_router(dashboard.router)
 
     @app.get("/metrics", tags=["monitoring"], response_class=Response)

@@ -17,6 +17,7 @@ __all__ = [
     "NotFound",
     "Conflict",
     "PayloadTooLarge",
+    "TooManyRequests",
     "Unavailable",
     "DeadlineExceeded",
     "status_of",
@@ -70,6 +71,12 @@ class PayloadTooLarge(ServiceError):
     status = 413
 
 
+class TooManyRequests(ServiceError):
+    """A bounded resource is exhausted (every partial-run handle of a version is open); retry later."""
+
+    status = 429
+
+
 class Unavailable(ServiceError):
     """The model exists but no version of it is ready (still loading, or failed to load)."""
 
@@ -85,6 +92,10 @@ class DeadlineExceeded(ServiceError):
 # Engine errors, most specific first: the first matching class decides the status.
 _ENGINE_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (engine_errors.UnknownTensorError, 404),
+    (engine_errors.PartialRunNotFoundError, 404),  # unknown, finished, closed or expired handles
+    (engine_errors.PartialRunLimitError, 429),
+    # Other PartialRunErrors (a feed not declared or fed twice, a fetch not computable yet) are
+    # RequestErrors: 400. DeadTensorError and LoopLimitError are ExecutionErrors: 400.
     (engine_errors.RequestError, 400),  # unfed placeholders, feed dtype/shape mismatches
     (engine_errors.GraphError, 400),  # an uploaded graph that cannot be served
     # A kernel failing on the data a client sent (shapes a graph cannot take) is the client's

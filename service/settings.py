@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine import PlanOptions, SessionOptions
 from service.batching import BatchingOptions
 
 __all__ = ["Settings", "is_loopback"]
@@ -77,6 +78,16 @@ class Settings(BaseSettings):
     executor_cache_capacity: int = Field(64, ge=1)
     """Compiled plans kept per model version (one per distinct feed/fetch signature)."""
 
+    max_loop_iterations: int = Field(100_000, ge=1)
+    """Most iterations one loop of a graph (a while loop) may run in one request; a runaway loop
+    fails with 400 instead of hanging a worker."""
+
+    prun_max_handles: int = Field(64, ge=1)
+    """Partial runs that may be open at once on one model version; beyond it a setup gets 429."""
+
+    prun_timeout_s: float = Field(300.0, gt=0)
+    """How long a partial run may sit idle (no step) before its handle expires and its state is dropped."""
+
     log_level: str = "info"
     """uvicorn's log level."""
 
@@ -88,6 +99,15 @@ class Settings(BaseSettings):
             allowed_batch_sizes=tuple(self.batching_allowed_batch_sizes),
             max_enqueued_batches=self.batching_max_enqueued_batches,
             num_batch_threads=self.batching_num_batch_threads,
+        )
+
+    def session_options(self) -> SessionOptions:
+        """The options every model version's Session is built with."""
+        return SessionOptions(
+            cache_capacity=self.executor_cache_capacity,
+            prun_max_handles=self.prun_max_handles,
+            prun_timeout_s=self.prun_timeout_s,
+            plan=PlanOptions(max_loop_iterations=self.max_loop_iterations),
         )
 
     def management_open_without_token(self) -> bool:
