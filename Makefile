@@ -23,6 +23,7 @@ test: $(VENV)/.dev
 
 bench: $(VENV)/.base
 	$(PY) bench/engine_bench.py
+	$(PY) bench/optimizer_bench.py
 
 protos:
 	$(PY) -m pip install -q -e '.[proto]'

@@ -23,7 +23,7 @@ from engine.errors import GraphError
 from engine.graph import Node, TensorRef
 from kernels.control_flow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
-__all__ = ["Kind", "DataflowNode", "DataflowPlan", "FrameMismatchError", "compile_dataflow", "ROOT_FRAME"]
+__all__ = ["Kind", "DataflowNode", "DataflowPlan", "FrameMismatchError", "compile_dataflow", "loop_frames", "ROOT_FRAME"]
 
 ROOT_FRAME = ""
 
@@ -134,7 +134,7 @@ class DataflowPlan:
         return "\n".join(lines)
 
 
-def _frames(nodes: Sequence[Node], fed: frozenset[TensorRef]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def loop_frames(nodes: Sequence[Node], fed: frozenset[TensorRef]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """Each node's frame, the frame its outputs live in (differs for Enter and Exit), and each frame's
     parent, by propagating from inputs in topological order (ignoring the NextIteration -> Merge back
     edges, whose source is in the same frame anyway)."""
@@ -208,7 +208,7 @@ def compile_dataflow(
     """
     fed = frozenset(feeds)
     fed_index = {ref: i for i, ref in enumerate(feeds)}
-    frame_of, out_frame_of, frame_parent = _frames(nodes, fed)
+    frame_of, out_frame_of, frame_parent = loop_frames(nodes, fed)
     ids = {n.name: i for i, n in enumerate(nodes)}
 
     outputs: list[dict[int, list[tuple[int, int]]]] = [{} for _ in nodes]

@@ -7,15 +7,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from engine import validate
+from engine import functions, validate
 from engine.attrs import decode_attr
-from engine.errors import GraphParseError, InvalidAttrError, InvalidInputError
+from engine.errors import GraphParseError, InvalidAttrError, InvalidInputError, UnsupportedOpError
+from engine.functions import Function
 from engine.graph import Graph, Node, parse_tensor_name
 from engine.proto import graph_pb2, node_def_pb2
 
@@ -87,18 +89,34 @@ def _decode_node(node_def: node_def_pb2.NodeDef) -> Node:
     return Node(node_def.name, node_def.op, tuple(inputs), tuple(controls), node_def.device, attrs)
 
 
+def _check_supported(nodes: tuple[Node, ...], called: Mapping[str, Function]) -> None:
+    """One UnsupportedOpError for the graph and the functions it calls (their nodes named `function/node`)."""
+    missing = validate.find_unsupported_ops(nodes)
+    for function in called.values():
+        for op, names in validate.find_unsupported_ops(function.graph.nodes).items():
+            missing.setdefault(op, []).extend(f"{function.name}/{name}" for name in names)
+    if missing:
+        raise UnsupportedOpError(missing)
+
+
 def decode_graph(graph_def: graph_pb2.GraphDef, *, check_ops: bool = True) -> Graph:
     """Decode and validate a GraphDef. With `check_ops=False` unsupported ops are tolerated (for
-    inspection); structure, attrs of known ops and acyclicity are always checked."""
+    inspection); structure, attrs of known ops and acyclicity are always checked.
+
+    The function library is decoded lazily: the functions that the graph's call ops reach are decoded
+    and validated here like the graph itself; the others only if someone looks them up.
+    """
     nodes = tuple(_decode_node(nd) for nd in graph_def.node)
     validate.check_unique_names(nodes)
     counts = validate.output_counts(nodes)
     validate.check_inputs(nodes, counts)
+    library = functions.load_library(graph_def.library)
+    called = functions.reachable_functions(nodes, library)
     if check_ops:
-        validate.check_supported(nodes)
+        _check_supported(nodes, called)
     validate.check_attrs(nodes)
     validate.check_acyclic(nodes)
-    return Graph(nodes=nodes, output_counts=counts, graph_def=graph_def)
+    return Graph(nodes=nodes, output_counts=counts, graph_def=graph_def, library=library)
 
 
 def load_graph(source: GraphSource) -> Graph:
@@ -107,7 +125,8 @@ def load_graph(source: GraphSource) -> Graph:
     >>> graph = engine.load_graph("model.pb")
 
     Raises a `GraphError` subclass naming the problem: unparseable input, duplicate names, missing
-    inputs, unsupported ops (all listed), bad attrs, or a cycle outside a loop.
+    inputs, unsupported ops (all listed, in called functions too), bad attrs, a cycle outside a loop, or
+    a call op whose function is missing or does not fit it.
     """
     if isinstance(source, Graph):
         return source

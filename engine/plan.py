@@ -21,14 +21,15 @@ from typing import Any
 import numpy as np
 
 import kernels
-from engine import dtypes
+from engine import dtypes, functions
 from engine.dataflow import DataflowPlan, compile_dataflow
 from engine.errors import ExecutionError, UnfedPlaceholderError, UnknownTensorError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
-from engine.passes import PassContext, optimize
+from engine.passes import PassContext, optimize, pipeline_names
 from engine.prune import prune_to_signature
 from kernels.control_flow import CONTROL_FLOW_OPS
 from kernels.core import IDENTITY_OPS
+from kernels.functional import CALL_OPS
 
 __all__ = ["PlanOptions", "FeedSpec", "Instruction", "Plan", "compile_plan", "format_shape"]
 
@@ -155,6 +156,7 @@ class _Builder:
         self.initial: list[Any] = [None]  # slot 0: the sink
         self.constant: set[int] = set()
         self.steps: list[tuple[Callable, tuple[int, ...], tuple[int, ...], Node]] = []
+        self.function_runs: dict[str, functions.BodyRun] = {}  # compiled function bodies, by name
 
     def new_slot(self, value: Any = None) -> int:
         self.initial.append(value)
@@ -166,9 +168,25 @@ class _Builder:
         return slot
 
     def bind(self, node: Node) -> Callable[..., tuple]:
-        """The node's kernel bound to its attrs."""
+        """The node's kernel bound to its attrs; a call op (If, While, ...) bound to its functions'
+        bodies, each compiled into a plan of its own."""
+        if node.op in CALL_OPS:
+            return functions.bind_call(
+                node, self.graph.library, self.compile_function, self.options.max_loop_iterations, self.device
+            )
         kdef = kernels.lookup(node.op, self.device)
         return kdef.bind(self.xp, node.attrs)
+
+    def compile_function(self, function: functions.Function) -> functions.BodyRun:
+        """A function body compiled once per plan build, run by the executor."""
+        from engine.executor import execute  # the executor imports this module
+
+        run = self.function_runs.get(function.name)
+        if run is None:
+            plan = compile_plan(function.graph, function.args, function.rets, function.control_rets,
+                                device=self.device, options=self.options)
+            run = self.function_runs[function.name] = functions.body_runner(plan, function, execute)
+        return run
 
     def add_node(self, node: Node) -> None:
         outputs = [TensorRef(node.name, i) for i in range(self.graph.output_counts[node.name])]
@@ -260,14 +278,14 @@ def compile_plan(
             )
         )
     nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
-    passes = [name for name, on in (("fold_constants", options.constant_folding), ("fold_affine", options.optimize),
-                                    ("fuse_activation", options.optimize)) if on]
+    passes = pipeline_names(constant_folding=options.constant_folding, optimize=options.optimize)
     if passes:
         ctx = PassContext(
             fed=frozenset(feed_refs),
             preserve=frozenset(ref.node for ref in fetch_refs) | frozenset(target_names),
             constant_folding_max_bytes=options.constant_folding_max_bytes,
             device=device,
+            fed_shapes={ref: spec.shape for ref, spec in zip(feed_refs, feed_specs)},
         )
         graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
         nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)

@@ -1,23 +1,42 @@
-"""A graph's summary: size, op histogram, inputs, default outputs, and ops with no kernel.
+"""A graph's summary: size, op histogram, inputs, default outputs, and ops with no kernel; and what
+the optimizer does to it, pass by pass.
 
 Default outputs are the tensors no node consumes (what a frozen graph's serving signature returns);
-inputs are the placeholders. `tensorgate inspect` prints this; the server derives default signatures
-from the same functions.
+inputs are the placeholders. `tensorgate inspect` prints the summary and, with `--optimized`, the
+optimization report; the server derives default signatures from the same functions.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engine import dtypes, validate
-from engine.graph import Graph, TensorRef
+from engine.graph import Graph, TensorRef, parse_tensor_name
+from engine.passes import PIPELINE, PassContext, optimize
+from engine.dataflow import ROOT_FRAME, loop_frames
+from engine.errors import GraphError
 from engine.plan import PLACEHOLDER_OPS, format_shape
+from engine.prune import prune_to_signature
+from kernels.control_flow import CONTROL_FLOW_OPS, ENTER_OPS, SWITCH_OPS
+from kernels.core import IDENTITY_OPS
+from engine.prune import prune_to_signature
 
-__all__ = ["TensorInfo", "GraphSummary", "graph_inputs", "graph_outputs", "summarize"]
+__all__ = [
+    "GraphSummary",
+    "OptimizationReport",
+    "PassEffect",
+    "TensorInfo",
+    "graph_inputs",
+    "graph_outputs",
+    "optimization_report",
+    "summarize",
+]
 
 # Nodes whose unconsumed outputs are not results: they feed or configure, they do not compute.
 _NOT_OUTPUTS = PLACEHOLDER_OPS | {"PlaceholderWithDefault", "Const", "NoOp"}
@@ -52,18 +71,46 @@ def graph_inputs(graph: Graph) -> list[TensorInfo]:
     return infos
 
 
+_LOOP_CALL_OPS = frozenset({"While", "StatelessWhile"})
+_NOT_RESULT_SOURCES = SWITCH_OPS | {"Const"}
+
+
 def graph_outputs(graph: Graph) -> list[TensorRef]:
-    """Tensors that no node consumes, in graph order (excluding placeholders, constants and NoOps)."""
+    """Tensors that no node consumes, in graph order: what a frozen graph computes.
+
+    Left out: placeholders, constants and NoOps; values that cannot be fetched or are bookkeeping of
+    control flow (anything inside a loop; the outputs of Switch, Merge, Enter, Exit, NextIteration,
+    LoopCond and functional While, which loops leave unconsumed by the dozen; the identities of a
+    Switch that pivot a conditional's branches); and identities of constants, which freezing leaves
+    behind for every variable read.
+    """
     consumed = {ref for node in graph.nodes for ref in node.inputs}
+    in_loop = _loop_nodes(graph)
     outputs = []
     for node in graph.nodes:
-        if node.op in _NOT_OUTPUTS:
+        if node.op in _NOT_OUTPUTS or node.op in CONTROL_FLOW_OPS or node.name in in_loop:
+            continue
+        if node.op in _LOOP_CALL_OPS:
+            continue  # a functional loop's unread outputs are its counters and bookkeeping
+        if node.op in IDENTITY_OPS and node.inputs and graph.node(node.inputs[0].node).op in _NOT_RESULT_SOURCES:
             continue
         for i in range(graph.output_counts[node.name]):
             ref = TensorRef(node.name, i)
             if ref not in consumed:
                 outputs.append(ref)
     return outputs
+
+
+def _loop_nodes(graph: Graph) -> set[str]:
+    """Nodes whose outputs live inside a loop frame (downstream of an Enter, before its Exit)."""
+    if not any(node.op in ENTER_OPS for node in graph.nodes):
+        return set()
+    ordered = prune_to_signature(graph, (), (), [node.name for node in graph.nodes])
+    try:
+        _, out_frame_of, _ = loop_frames(ordered, frozenset())
+    except GraphError:
+        return set()  # malformed frames: running the graph reports them
+    return {name for name, frame in out_frame_of.items() if frame != ROOT_FRAME}
 
 
 @dataclass(frozen=True)
@@ -113,4 +160,120 @@ def summarize(graph: Graph, device: str | None = None) -> GraphSummary:
         inputs=graph_inputs(graph),
         outputs=[str(ref) for ref in graph_outputs(graph)],
         unsupported={op: sorted(nodes) for op, nodes in sorted(validate.find_unsupported_ops(graph.nodes, device).items())},
+    )
+
+
+@dataclass(frozen=True)
+class PassEffect:
+    """What one pass did: node counts before and after, and the op histogram's change."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    ops_added: dict[str, int]
+    ops_removed: dict[str, int]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pass": self.name,
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "ops_added": self.ops_added,
+            "ops_removed": self.ops_removed,
+            "seconds": round(self.seconds, 6),
+        }
+
+    def describe_changes(self) -> str:
+        changes = [f"+{op} {n}" for op, n in self.ops_added.items()] + [f"-{op} {n}" for op, n in self.ops_removed.items()]
+        return ", ".join(changes) or "(no change)"
+
+
+@dataclass(frozen=True)
+class OptimizationReport:
+    """The optimizer's work on one signature, pass by pass (what `tensorgate inspect --optimized` prints).
+
+    >>> report = optimization_report(engine.graph_io.decode_graph(parse_graph_def("model.pb"), check_ops=False))
+    >>> [(p.name, p.nodes_before, p.nodes_after) for p in report.passes][0]
+    ('fold_constants', 1052, 1052)
+    """
+
+    feeds: list[str]
+    fetches: list[str]
+    graph_nodes: int
+    signature_nodes: int
+    passes: list[PassEffect]
+    op_counts: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "feeds": self.feeds,
+            "fetches": self.fetches,
+            "graph_nodes": self.graph_nodes,
+            "signature_nodes": self.signature_nodes,
+            "passes": [p.to_dict() for p in self.passes],
+            "optimized_nodes": self.passes[-1].nodes_after if self.passes else self.signature_nodes,
+            "optimized_op_counts": self.op_counts,
+        }
+
+    def format(self) -> str:
+        final = self.passes[-1].nodes_after if self.passes else self.signature_nodes
+        lines = [
+            f"signature: {len(self.feeds)} feed(s) {', '.join(self.feeds) or '-'}; {len(self.fetches)} fetch(es) {', '.join(self.fetches)}",
+            f"nodes: {self.graph_nodes} in the graph, {self.signature_nodes} for the signature, {final} optimized",
+            "",
+        ]
+        width = max([len("pass")] + [len(p.name) for p in self.passes])
+        lines.append(f"{'pass'.ljust(width)}  {'before':>7}  {'after':>7}  ops added/removed")
+        for p in self.passes:
+            lines.append(f"{p.name.ljust(width)}  {p.nodes_before:>7}  {p.nodes_after:>7}  {p.describe_changes()}")
+        lines.append("")
+        lines.append("optimized ops:")
+        op_width = max((len(op) for op in self.op_counts), default=0)
+        lines += [f"  {op.ljust(op_width)}  {count}" for op, count in self.op_counts.items()]
+        return "\n".join(lines)
+
+
+def _histogram(graph: Graph) -> Counter:
+    return Counter(node.op for node in graph.nodes)
+
+
+def optimization_report(graph: Graph, fetches: Sequence[str] | None = None) -> OptimizationReport:
+    """Prune `graph` to a signature (the default outputs, or `fetches`, with the placeholders they
+    need fed, as the server's default signature does) and run the pipeline over it pass by pass."""
+    fetch_refs = [parse_tensor_name(f) for f in fetches] if fetches else graph_outputs(graph)
+    needed = prune_to_signature(graph, (), fetch_refs, ())
+    feed_refs = [TensorRef(node.name, 0) for node in needed if node.op in PLACEHOLDER_OPS]
+    nodes = prune_to_signature(graph, feed_refs, fetch_refs, ())
+    current = Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library)
+    ctx = PassContext(
+        fed=frozenset(feed_refs),
+        preserve=frozenset(ref.node for ref in fetch_refs),
+        fed_shapes={ref: graph.node(ref.node).attrs.get("shape") for ref in feed_refs},
+    )
+    effects = []
+    for name, _ in PIPELINE:
+        start = time.perf_counter()
+        after = optimize(current, ctx, [name])
+        seconds = time.perf_counter() - start
+        before_ops, after_ops = _histogram(current), _histogram(after)
+        effects.append(
+            PassEffect(
+                name,
+                len(current),
+                len(after),
+                dict(sorted((after_ops - before_ops).items(), key=lambda kv: (-kv[1], kv[0]))),
+                dict(sorted((before_ops - after_ops).items(), key=lambda kv: (-kv[1], kv[0]))),
+                seconds,
+            )
+        )
+        current = after
+    counts = _histogram(current)
+    return OptimizationReport(
+        feeds=[str(ref) for ref in feed_refs],
+        fetches=[str(ref) for ref in fetch_refs],
+        graph_nodes=len(graph),
+        signature_nodes=len(nodes),
+        passes=effects,
+        op_counts=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
     )

@@ -13,14 +13,28 @@ __all__ = ["main"]
 
 def _inspect(args: argparse.Namespace) -> int:
     from engine.errors import GraphError
+    from engine.graph import parse_tensor_name
     from engine.graph_io import decode_graph, parse_graph_def
-    from engine.summary import summarize
+    from engine.summary import optimization_report, summarize
 
     try:
         graph = decode_graph(parse_graph_def(args.model), check_ops=False)
     except GraphError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if args.optimized:
+        for name in args.output or ():
+            try:
+                ref = parse_tensor_name(name)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+            if not graph.has_tensor(ref):
+                print(f"error: the graph has no tensor '{name}'", file=sys.stderr)
+                return 1
+        report = optimization_report(graph, args.output)
+        print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+        return 0
     summary = summarize(graph)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.format())
     return 0
@@ -50,9 +64,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tensorgate", description="A model server for TensorFlow graphs.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("inspect", help="summarize a GraphDef: ops, inputs, outputs, unsupported ops")
+    p = sub.add_parser("inspect", help="summarize a GraphDef: ops, inputs, outputs, unsupported ops; or what the optimizer does to it")
     p.add_argument("model", help="path to a GraphDef (.pb binary or .pbtxt text)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--json", action="store_true", help="print the summary (or the optimization report) as JSON")
+    p.add_argument(
+        "--optimized",
+        action="store_true",
+        help="run the optimizer on the default signature pass by pass: node counts and ops added/removed by each pass",
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        metavar="TENSOR",
+        help="with --optimized: a tensor the signature fetches instead of the default outputs (repeatable)",
+    )
     p.set_defaults(func=_inspect)
 
     p = sub.add_parser(

@@ -175,7 +175,8 @@ def write_graph_def(graph_def, path: Path) -> None:
     if path.suffix == ".pbtxt":
         path.write_text(text_format.MessageToString(graph_def))
     else:
-        path.write_bytes(graph_def.SerializeToString())
+        # NOTE: deterministic, so that map fields (attrs) are written in one order, run after run
+        path.write_bytes(graph_def.SerializeToString(deterministic=True))
 
 
 # --- writing a fixture -----------------------------------------------------------------------------------
@@ -306,17 +307,27 @@ def check_round_trip(path: str, fixture: Fixture, expected: list[np.ndarray]) ->
 # --- Keras models, frozen ----------------------------------------------------------------------------------
 
 
-def freeze_keras(model, specs: list[tf.TensorSpec]):
+def freeze_function(function, specs: list[tf.TensorSpec], lower_control_flow: bool = True):
+    """Freeze a tf.function the TF2 way: concrete function, variables folded into Const nodes.
+
+    With `lower_control_flow` (TensorFlow's default) If/While become v1 dataflow control flow
+    (Switch/Merge/Enter/Exit/NextIteration/LoopCond); without it they stay functional ops calling
+    functions in the GraphDef's library.
+    """
+    concrete = function.get_concrete_function(*specs)
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=lower_control_flow)
+    graph_def = frozen.graph.as_graph_def()
+    return graph_def, [t.name for t in frozen.inputs], [t.name for t in frozen.outputs]
+
+
+def freeze_keras(model, specs: list[tf.TensorSpec], lower_control_flow: bool = True):
     """Freeze a Keras 3 model the TF2 way: concrete function, variables folded into Const nodes."""
 
     @tf.function
     def serve(*args):
         return model(args[0] if len(args) == 1 else list(args), training=False)
 
-    concrete = serve.get_concrete_function(*specs)
-    frozen = convert_variables_to_constants_v2(concrete)
-    graph_def = frozen.graph.as_graph_def()
-    return graph_def, [t.name for t in frozen.inputs], [t.name for t in frozen.outputs]
+    return freeze_function(serve, specs, lower_control_flow)
 
 
 def randomize_batch_norm(model, rng) -> None:
@@ -1060,6 +1071,176 @@ def _const_fixture(path, dtype_name_, as_text):
 for _dt in CONST_DTYPES:
     CASES[f"ops/const/{_dt}"] = Spec(f"ops/const/{_dt}",
                                      lambda dt=_dt: _const_fixture(f"ops/const/{dt}", dt, dt in ("half", "string")))
+
+
+# === control flow ============================================================================================
+# Loops and conditionals. Each TF2 case is frozen twice from the same weights and feeds: lowered to
+# TensorFlow's v1 dataflow primitives (Switch/Merge/Enter/Exit/NextIteration/LoopCond), as
+# convert_variables_to_constants_v2 does by default, and functional (`<name>_functional`: If/While or
+# their Stateless forms calling functions in the GraphDef's library). The lowered graphs keep the
+# `unused_control_flow_input_N` placeholders TensorFlow leaves behind; nothing feeds them, so pruning
+# must drop them.
+
+
+def control_flow_case(name, description, *, rtol=1e-5, atol=1e-5):
+    """Register `fn(rng) -> (keras.Model | tf.function, [(TensorSpec, feed array)])` as control_flow/<name>
+    (lowered) and control_flow/<name>_functional."""
+
+    def register(fn):
+        def make(lower: bool) -> Fixture:
+            seed = zlib.crc32(name.encode()) % (2**31)  # one seed for both forms: same weights, same feeds
+            keras.utils.set_random_seed(seed)
+            model, inputs = fn(np.random.default_rng(seed))
+            specs = [spec for spec, _ in inputs]
+            if isinstance(model, keras.Model):
+                graph_def, feed_names, fetch_names = freeze_keras(model, specs, lower)
+            else:
+                graph_def, feed_names, fetch_names = freeze_function(model, specs, lower)
+            feeds = [(feed, value) for feed, (_, value) in zip(feed_names, inputs)]
+            how = "lowered to v1 control flow" if lower else "functional control flow (lower_control_flow=False)"
+            return Fixture(graph_def, feeds, fetch_names, f"{description}; {how}", rtol, atol)
+
+        for path, lower in ((f"control_flow/{name}", True), (f"control_flow/{name}_functional", False)):
+            CASES[path] = Spec(path, lambda lower=lower: make(lower))
+        return fn
+
+    return register
+
+
+def _sequence(rng, batch, steps, features, dynamic_steps=False):
+    spec = tf.TensorSpec([None, None if dynamic_steps else steps, features], tf.float32, name="x")
+    return spec, rng.standard_normal((batch, steps, features)).astype(np.float32)
+
+
+@control_flow_case("keras_lstm", "Keras 3 LSTM(5) over [2, 6, 3] sequences, Dense(2) head; the time loop "
+                   "reads a TensorList of steps and writes one", rtol=1e-4)
+def _keras_lstm(rng):
+    inp = keras.Input((6, 3), name="x")
+    out = keras.layers.Dense(2)(keras.layers.LSTM(5)(inp))
+    return keras.Model(inp, out), [_sequence(rng, 2, 6, 3)]
+
+
+@control_flow_case("keras_lstm_stacked", "two stacked Keras 3 LSTMs (return_sequences=True, then the last "
+                   "state) over sequences of unknown length (7 steps fed), Dense(3) head", rtol=1e-4)
+def _keras_lstm_stacked(rng):
+    inp = keras.Input((None, 3), name="x")
+    h = keras.layers.LSTM(4, return_sequences=True)(inp)
+    out = keras.layers.Dense(3)(keras.layers.LSTM(5)(h))
+    return keras.Model(inp, out), [_sequence(rng, 2, 7, 3, dynamic_steps=True)]
+
+
+@control_flow_case("keras_gru", "Keras 3 GRU(5) (reset_after) over [2, 6, 3] sequences, Dense(2) head",
+                   rtol=1e-4)
+def _keras_gru(rng):
+    inp = keras.Input((6, 3), name="x")
+    out = keras.layers.Dense(2)(keras.layers.GRU(5)(inp))
+    return keras.Model(inp, out), [_sequence(rng, 2, 6, 3)]
+
+
+def _nested_loops(x, n):
+    """for i < n: (for j <= i: a = 0.9 a + j x), then a cond on i's parity; a while inside a while."""
+
+    def outer_body(i, acc):
+        def inner_body(j, a):
+            return j + 1, a * 0.9 + tf.cast(j, tf.float32) * x
+
+        _, acc = tf.while_loop(lambda j, a: j <= i, inner_body, [0, acc])
+        # NOTE: on parity, so that iterations alternate branches (each iteration has its own dead branch)
+        acc = tf.cond(tf.equal(i % 2, 0), lambda: acc - 0.5, lambda: acc * 0.5 + 0.25)
+        return i + 1, acc
+
+    return tf.while_loop(lambda i, acc: i < n, outer_body, [0, x])[1]
+
+
+def _doubling(x, limit):
+    """Doubles x until sum(|x|) reaches limit: the trip count depends on the values fed."""
+    steps, y = tf.while_loop(lambda k, y: tf.reduce_sum(tf.abs(y)) < limit, lambda k, y: (k + 1, y * 2.0),
+                             [0, x])
+    return y, steps
+
+
+@tf.function
+def _cond_nested_while(x, n, mode):
+    # NOTE: both conds test mode > 0 with the loops on opposite sides, so every feed takes one loop
+    # branch and leaves one loop untaken (a dead frame in the lowered graph).
+    nested = tf.cond(mode > 0, lambda: _nested_loops(x, n), lambda: x * 2.0 - 1.0)
+    doubled = tf.cond(mode > 0, lambda: x + 1.0, lambda: _doubling(x, 40.0)[0])
+    return nested, doubled
+
+
+for _name, _mode, _taken in (("cond_nested_while", 3, "the first cond's nested-loop branch"),
+                             ("cond_nested_while_else", -2, "the second cond's loop branch")):
+    def _cond_case(rng, mode=_mode):
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        return _cond_nested_while, [(tf.TensorSpec([2, 3], tf.float32, name="x"), x),
+                                    (tf.TensorSpec([], tf.int32, name="n"), np.int32(4)),
+                                    (tf.TensorSpec([], tf.int32, name="mode"), np.int32(mode))]
+
+    control_flow_case(_name, f"tf.function: two tf.conds on a fed mode ({_mode}, taking {_taken}); one branch "
+                      "holds a while loop with a nested while loop and a cond on the iteration's parity in its "
+                      "body, the other cond's false branch a while loop")(_cond_case)
+
+
+@tf.function
+def _dynamic_trip_count(x, n, limit):
+    def body(i, acc, steps):
+        acc = acc * 0.5 + x
+        return i + 1, acc, steps.write(i, tf.reduce_sum(acc, axis=0))
+
+    steps = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    _, acc, steps = tf.while_loop(lambda i, acc, steps: i < n, body, [0, x, steps])
+    doubled, doublings = _doubling(x, limit)
+    return acc, steps.stack(), doubled, doublings
+
+
+for _name, _n, _limit in (("dynamic_trip_count", 5, 60.0), ("dynamic_trip_count_zero", 0, 0.5)):
+    def _trip_case(rng, n=_n, limit=_limit):
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        return _dynamic_trip_count, [(tf.TensorSpec([None, 3], tf.float32, name="x"), x),
+                                     (tf.TensorSpec([], tf.int32, name="n"), np.int32(n)),
+                                     (tf.TensorSpec([], tf.float32, name="limit"), np.float32(limit))]
+
+    control_flow_case(_name, f"tf.function: while i < n (n = {_n} fed) writing a dynamic-size TensorArray "
+                      f"that is stacked, and while sum(|y|) < limit ({_limit} fed) doubling y"
+                      + ("; both loops run zero times" if _n == 0 else ""))(_trip_case)
+
+
+@tf1_case("control_flow/tf1_control_flow", "TF1 graph built with v1 control flow (control flow v2 disabled): "
+          "tf.compat.v1.cond on a fed bool, a while loop holding a nested while loop and a cond on the "
+          "iteration's parity, and an RNN-style loop that reads one TensorArray (unstacked from the input) "
+          "and writes another (TensorArrayV3 ops)")
+def _tf1_control_flow(b):
+    tf1.disable_control_flow_v2()
+    try:
+        x = b.feed(b.randn(2, 3), "x", shape=[None, 3])
+        seq = b.feed(b.randn(4, 2, 3), "seq", shape=[None, None, 3])
+        n = b.feed(np.int32(3), "n")
+        flag = b.feed(np.bool_(False), "flag")
+
+        def outer_body(i, acc):
+            inner = tf1.while_loop(lambda j, a: j < i, lambda j, a: (j + 1, a + tf.cast(j, tf.float32) * x),
+                                   [0, tf.zeros_like(x)], name="inner")[1]
+            acc = tf1.cond(tf.equal(i % 2, 0), lambda: acc + inner, lambda: acc - 0.5 * inner,
+                           name="parity")  # iterations alternate branches
+            return i + 1, acc
+
+        nested = tf1.while_loop(lambda i, acc: i < n, outer_body, [0, x], name="outer")[1]
+        branch = tf1.cond(flag, lambda: tf.reduce_max(x, 1), lambda: tf.reduce_min(x, 1) * 2.0, name="pick")
+
+        steps = tf.shape(seq)[0]
+        inputs = tf1.TensorArray(tf.float32, size=steps, name="inputs").unstack(seq)
+        outputs = tf1.TensorArray(tf.float32, size=steps, name="outputs")
+        w = tf.constant(b.randn(3, 3, scale=0.5))
+
+        def rnn_body(t, h, outputs):
+            h = tf.tanh(inputs.read(t) + tf.matmul(h, w))
+            return t + 1, h, outputs.write(t, h)
+
+        _, last, outputs = tf1.while_loop(lambda t, h, o: t < steps, rnn_body,
+                                          [0, tf.zeros_like(seq[0]), outputs], name="rnn")
+        return nested, branch, outputs.stack(), last
+    finally:
+        tf1.enable_control_flow_v2()
 
 
 # === the driver ================================================================================================

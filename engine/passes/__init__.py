@@ -1,47 +1,76 @@
-"""Graph optimization passes, run on each signature's pruned graph before it is planned.
+"""The graph optimizer: passes run on each signature's pruned graph before it is planned.
 
-A pass is a module with `run(graph, ctx) -> graph`: it returns a new Graph and never mutates its
-input. `PassContext` says what a pass must leave alone: nodes whose outputs are fetched, fed or run
-as targets keep their names and meaning. The pipeline below lists the order; a later issue adds
-more passes (common subexpressions, arithmetic simplification, `tensorgate inspect --optimized`).
+A pass is a module with `run(graph, ctx) -> graph`: it returns a new Graph (in topological order) and
+never mutates its input. `PassContext` says what a pass must leave alone: nodes whose outputs are
+fetched, fed or run as targets keep their names and meaning, and opaque nodes (engine.passes.guards:
+control flow, function calls, stateful ops) are never folded, merged, rewritten or removed.
+
+The pipeline, in order, and why:
+
+1. fold_constants: everything computable from constants becomes a constant first, so the passes
+   after it see Keras' batch-norm `Rsqrt(variance + epsilon) * gamma` as one per-channel Const,
+   and `x * 1` where the 1 was computed.
+2. simplify_arithmetic: neutral operands, 1/y, Transpose and Reshape pairs, and a Mul folded into
+   the next convolution's weights; before the folds below, so a Mul it removes cannot block them.
+3. fold_batch_norm: FusedBatchNorm into the weights before it, leaving Conv2D + BiasAdd ...
+4. fold_affine: ... which, with Keras' per-channel Mul/AddV2 chains, folds into the weights too.
+5. eliminate_common_subexpressions: after the folds, which make fresh constants and rewire readers,
+   and before fusion, which needs each chain's final set of readers.
+6. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
+   into one fused kernel, on the chains the folds produced.
+7. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
+   duplicates).
+
+`PlanOptions(constant_folding=False)` leaves out the first; `PlanOptions(optimize=False)` all the
+others (`pipeline_names`). `tensorgate inspect --optimized model.pb` shows each pass's effect.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from engine.graph import Graph, TensorRef
-from engine.passes import fold_affine, fold_constants, fuse_activation
+from engine.graph import Graph
+from engine.passes import (
+    eliminate_common_subexpressions,
+    fold_affine,
+    fold_batch_norm,
+    fold_constants,
+    fuse_activation,
+    remove_dead_nodes,
+    simplify_arithmetic,
+)
+from engine.passes.context import PassContext
+from engine.passes.rewrite import topological_order
 
-__all__ = ["PassContext", "Pass", "PIPELINE", "optimize"]
-
-
-@dataclass(frozen=True)
-class PassContext:
-    """What the signature pins down: fed tensors, and nodes whose outputs must keep their meaning."""
-
-    fed: frozenset[TensorRef]
-    preserve: frozenset[str]
-    constant_folding_max_bytes: int = 16 * 1024 * 1024
-    device: str = "cpu"
-
-    def is_pinned(self, name: str) -> bool:
-        """True when `name` is fetched/targeted, or any of its outputs is fed."""
-        return name in self.preserve or any(ref.node == name for ref in self.fed)
-
+__all__ = ["CONSTANT_FOLDING", "PIPELINE", "Pass", "PassContext", "optimize", "pipeline_names"]
 
 Pass = Callable[[Graph, PassContext], Graph]
 
+CONSTANT_FOLDING = "fold_constants"
+
 PIPELINE: tuple[tuple[str, Pass], ...] = (
-    ("fold_constants", fold_constants.run),
+    (CONSTANT_FOLDING, fold_constants.run),
+    ("simplify_arithmetic", simplify_arithmetic.run),
+    ("fold_batch_norm", fold_batch_norm.run),
     ("fold_affine", fold_affine.run),
+    ("eliminate_common_subexpressions", eliminate_common_subexpressions.run),
     ("fuse_activation", fuse_activation.run),
+    ("remove_dead_nodes", remove_dead_nodes.run),
 )
+
+
+def pipeline_names(constant_folding: bool = True, optimize: bool = True) -> list[str]:
+    """The passes that run: constant folding if `constant_folding`, every other pass if `optimize`."""
+    return [name for name, _ in PIPELINE if (constant_folding if name == CONSTANT_FOLDING else optimize)]
 
 
 def optimize(graph: Graph, ctx: PassContext, passes: Sequence[str] | None = None) -> Graph:
     """Run the pipeline (or the named subset of it, in pipeline order) over `graph`."""
+    unknown = set(passes or ()) - {name for name, _ in PIPELINE}
+    if unknown:
+        raise ValueError(f"unknown optimization passes {sorted(unknown)}; known: {[name for name, _ in PIPELINE]}")
+    # Passes walk nodes in order and rely on inputs coming first; a GraphDef need not list them so.
+    graph = Graph(nodes=tuple(topological_order(graph.nodes)), output_counts=graph.output_counts, library=graph.library)
     for name, run in PIPELINE:
         if passes is None or name in passes:
             graph = run(graph, ctx)

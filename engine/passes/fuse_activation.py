@@ -4,14 +4,17 @@
 
 The fused kernels (TensorFlow's own op names: _FusedConv2D, _FusedDepthwiseConv2dNative,
 _FusedMatMul) apply the bias and activation to each block of the output while it is still in cache,
-instead of two more passes over the whole tensor. The fused node takes the chain's last name.
+instead of two more passes over the whole tensor. The fused node takes the chain's last name and
+the control inputs of every node it replaces; a node with a control consumer, another reader, or a
+fetch or feed on its output ends the chain.
 """
 
 from __future__ import annotations
 
 import kernels
 from engine.graph import Graph, Node, TensorRef
-from engine.passes.rewrite import Consumers, rebuild
+from engine.passes.context import PassContext
+from engine.passes.rewrite import Consumers, merged_controls, rebuild
 
 __all__ = ["run"]
 
@@ -23,7 +26,7 @@ _ACTIVATIONS = {
 }
 
 
-def run(graph: Graph, ctx) -> Graph:
+def run(graph: Graph, ctx: PassContext) -> Graph:
     consumers = Consumers(graph)
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
@@ -61,8 +64,7 @@ def run(graph: Graph, ctx) -> Graph:
         attrs.update(fused_ops=tuple(fused_ops), num_args=len(args), epsilon=0.0001)
         if last.op == "LeakyRelu":
             attrs["leakyrelu_alpha"] = last.attrs.get("alpha", 0.2)
-        controls = tuple(dict.fromkeys(c for n in [node, *chain] for c in n.control_inputs))
-        replaced[last.name] = Node(last.name, fused_op, (*node.inputs, *args), controls, node.device, attrs)
+        replaced[last.name] = Node(last.name, fused_op, (*node.inputs, *args), merged_controls([node, *chain]), node.device, attrs)
         removed.update([node.name] + [n.name for n in chain[:-1]])
         claimed.update([node.name] + [n.name for n in chain])
     if not replaced:

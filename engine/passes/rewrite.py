@@ -1,17 +1,37 @@
-"""Helpers shared by passes: consumer maps, fresh names, and building a rewritten Graph."""
+"""Helpers shared by passes: who reads what, constants and the control edges they carry, fresh names,
+and building a rewritten Graph in topological order.
+
+Moving control edges is the one rule every rewrite shares. A Const's control inputs are part of its
+meaning: inside a loop body they put it in the loop's frame, inside a conditional branch they make it
+dead when the branch is not taken. So a node built to replace others carries the union of their
+control inputs (`merged_controls`), and a Const built from other constants carries the union of
+theirs (`const_controls`).
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from engine import validate
 from engine.graph import Graph, Node, TensorRef
+from engine.passes.context import PassContext
+from engine.passes.guards import LOOP_BACK_EDGE_OPS
 
-__all__ = ["Consumers", "const_node", "rebuild", "fresh_name", "constant_value"]
+__all__ = [
+    "Consumers",
+    "const_controls",
+    "const_node",
+    "constant_value",
+    "fresh_name",
+    "known_rank",
+    "merged_controls",
+    "rebuild",
+    "topological_order",
+]
 
 
 class Consumers:
@@ -26,11 +46,15 @@ class Consumers:
             for ctrl in node.control_inputs:
                 self.control[ctrl].append(node.name)
 
+    def readers(self, graph: Graph, node: Node) -> set[str]:
+        """Nodes reading any output of `node` through a data edge."""
+        return {r for i in range(graph.output_counts[node.name]) for r in self.data.get(TensorRef(node.name, i), ())}
+
     def sole_consumer(self, graph: Graph, node: Node) -> Node | None:
         """The one node reading `node`'s outputs, when there is exactly one and no control edge."""
         if self.control.get(node.name):
             return None
-        readers = {r for i in range(graph.output_counts[node.name]) for r in self.data.get(TensorRef(node.name, i), ())}
+        readers = self.readers(graph, node)
         if len(readers) != 1:
             return None
         (reader,) = readers
@@ -49,6 +73,37 @@ def constant_value(graph: Graph, ref: TensorRef, fed: frozenset[TensorRef]) -> n
     return node.attrs.get("value") if node.op == "Const" else None
 
 
+def const_controls(graph: Graph, refs: Iterable[TensorRef]) -> tuple[str, ...]:
+    """The union of the control inputs of the Const nodes producing `refs` (others contribute none)."""
+    nodes = [graph.node(ref.node) for ref in refs if ref.node in graph]
+    return merged_controls(n for n in nodes if n.op == "Const")
+
+
+def merged_controls(nodes: Iterable[Node], extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The union of the nodes' control inputs (and `extra`), first-seen order, no duplicates."""
+    return tuple(dict.fromkeys([c for n in nodes for c in n.control_inputs] + list(extra)))
+
+
+def known_rank(graph: Graph, ref: TensorRef, ctx: PassContext) -> int | None:
+    """The rank of `ref` when the graph or the feeds state it (a Const's value, a placeholder's or a
+    feed's declared shape, an `_output_shapes` attr), else None. Passes use it only to prove that a
+    rewrite cannot change what broadcasting does."""
+    if ref in ctx.fed:
+        shape = ctx.fed_shapes.get(ref)
+        return None if shape is None else len(shape)
+    if ref.node not in graph:
+        return None
+    node = graph.node(ref.node)
+    if node.op == "Const":
+        return np.ndim(node.attrs["value"])
+    if node.op in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") and node.attrs.get("shape") is not None:
+        return len(node.attrs["shape"])
+    shapes = node.attrs.get("_output_shapes")
+    if isinstance(shapes, tuple) and ref.index < len(shapes) and isinstance(shapes[ref.index], tuple):
+        return len(shapes[ref.index])
+    return None
+
+
 def const_node(name: str, value: Any, control_inputs: tuple[str, ...] = ()) -> Node:
     value = np.asarray(value)
     return Node(name, "Const", (), control_inputs, "", {"value": value, "dtype": value.dtype})
@@ -62,13 +117,48 @@ def fresh_name(graph: Graph, taken: set[str], base: str) -> str:
     return name
 
 
+def topological_order(nodes: Sequence[Node]) -> list[Node]:
+    """`nodes` with every node after its inputs, ties in the given order. Inputs from outside `nodes`
+    (fed tensors) and loop back edges (NextIteration -> Merge) do not count; nodes on any other cycle
+    keep their relative order at the end rather than being dropped."""
+    index = {n.name: i for i, n in enumerate(nodes)}
+    back = {n.name for n in nodes if n.op in LOOP_BACK_EDGE_OPS}
+    pending = [0] * len(nodes)
+    readers: list[list[int]] = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        sources = {ref.node for ref in node.inputs} | set(node.control_inputs)
+        for source in sources:
+            j = index.get(source)
+            if j is not None and source not in back:
+                pending[i] += 1
+                readers[j].append(i)
+    ready = deque(i for i in range(len(nodes)) if pending[i] == 0)
+    order: list[int] = []
+    while ready:
+        i = ready.popleft()
+        order.append(i)
+        for j in sorted(readers[i]):
+            pending[j] -= 1
+            if pending[j] == 0:
+                ready.append(j)
+    if len(order) < len(nodes):
+        placed = set(order)
+        order.extend(i for i in range(len(nodes)) if i not in placed)
+    return [nodes[i] for i in order]
+
+
 def rebuild(graph: Graph, replaced: dict[str, Node], removed: Iterable[str] = (), added: Iterable[Node] = ()) -> Graph:
-    """A new Graph: nodes in `replaced` swapped in place, `removed` dropped, `added` appended."""
+    """A new Graph: nodes in `replaced` swapped in place, `removed` dropped, `added` included, all in
+    topological order (passes walk graphs in order and rely on it)."""
     dropped = set(removed)
+    added = list(added)
     nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
     nodes.extend(added)
     counts = dict(graph.output_counts)
-    counts.update(validate.output_counts([replaced[k] for k in replaced] + list(added)))
+    # A node that keeps its op keeps its count (an op without a kernel has its count inferred from
+    # the whole graph's consumers, which a partial recount would not see).
+    changed = [n for n in [*replaced.values(), *added] if n.name not in graph or graph.node(n.name).op != n.op]
+    counts.update(validate.output_counts(changed))
     for name in dropped:
         counts.pop(name, None)
-    return Graph(nodes=tuple(nodes), output_counts=counts, library=graph.library)
+    return Graph(nodes=tuple(topological_order(nodes)), output_counts=counts, library=graph.library)

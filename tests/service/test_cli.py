@@ -53,6 +53,57 @@ def test_inspect_bad_file_is_a_clear_error(tmp_path, capsys):
     assert "not a GraphDef" in capsys.readouterr().err
 
 
+def conv_bn_graph_file(tmp_path):
+    """x -> Conv2D -> Mul(scale) -> AddV2(shift) -> Relu -> Softmax, with a dead constant and x * 1."""
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None, 5, 5, 2))
+    g.const("one", np.float32(1))
+    g.node("x1", "Mul", ["x", "one"], T=F32)
+    g.const("w", np.ones((3, 3, 2, 4), np.float32))
+    g.node("conv", "Conv2D", ["x1", "w"], T=F32, strides=[1, 1, 1, 1], padding="SAME")
+    g.const("var", np.full(4, 4.0, np.float32))
+    g.node("rsqrt", "Rsqrt", ["var"], T=F32)
+    g.node("bn/mul", "Mul", ["conv", "rsqrt"], T=F32)
+    g.const("shift", np.arange(4, dtype=np.float32))
+    g.node("bn/add", "AddV2", ["bn/mul", "shift"], T=F32)
+    g.node("relu", "Relu", ["bn/add"], T=F32)
+    g.node("probs", "Softmax", ["relu"], T=F32)
+    path = tmp_path / "model.pb"
+    path.write_bytes(g.bytes())
+    return path
+
+
+def test_inspect_optimized_shows_each_pass(tmp_path, capsys):
+    assert main(["inspect", "--optimized", str(conv_bn_graph_file(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "signature: 1 feed(s) x:0; 1 fetch(es) probs:0" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert lines["fold_constants"].split()[1:3] == ["11", "11"] and "+Const 1, -Rsqrt 1" in lines["fold_constants"]
+    assert "+Identity 1, -Mul 1" in lines["simplify_arithmetic"]
+    assert "+_FusedConv2D 1" in lines["fuse_activation"] and "-Relu 1" in lines["fuse_activation"]
+    assert "(no change)" in lines["fold_batch_norm"]
+    assert "optimized ops:" in out
+
+
+def test_inspect_optimized_json_and_chosen_outputs(tmp_path, capsys):
+    path = conv_bn_graph_file(tmp_path)
+    assert main(["inspect", "--optimized", "--json", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passes"][0]["pass"] == "fold_constants"
+    assert report["passes"][-1]["pass"] == "remove_dead_nodes"
+    first, last = report["passes"][0], report["passes"][-1]
+    assert report["signature_nodes"] == first["nodes_before"] == 11
+    assert report["optimized_nodes"] == last["nodes_after"] < 11
+    assert report["optimized_op_counts"] == {"Const": 2, "Identity": 1, "Softmax": 1, "_FusedConv2D": 1}
+    # Fetching the Mul keeps the chain from folding past it.
+    assert main(["inspect", "--optimized", "--json", "--output", "bn/mul:0", "--output", "probs", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["fetches"] == ["bn/mul:0", "probs:0"]
+    assert report["optimized_op_counts"].get("Relu") == 1
+    assert main(["inspect", "--optimized", "--output", "nope:0", str(path)]) == 1
+    assert "no tensor 'nope:0'" in capsys.readouterr().err
+
+
 def test_console_script_runs(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "service.cli", "inspect", str(graph_file(tmp_path))], capture_output=True, text=True
