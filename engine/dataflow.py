@@ -16,11 +16,12 @@ dataflow plan can take its feeds in several steps.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.errors import GraphError
 from engine.graph import Node, TensorRef
+from kernels.core import IDENTITY_OPS
 from kernels.control_flow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
 __all__ = ["Kind", "DataflowNode", "DataflowPlan", "FrameMismatchError", "compile_dataflow", "loop_frames", "ROOT_FRAME"]
@@ -90,10 +91,8 @@ class DataflowNode:
     is_constant: bool = False
     back_edges: tuple[bool, ...] = ()
 
-    @property
-    def pending(self) -> int:
-        """Inputs a normal node waits for before it runs."""
-        return self.num_inputs + self.num_control
+    # Inputs and control edges a node waits for before it runs.
+    pending: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,6 +207,9 @@ def compile_dataflow(
     """
     fed = frozenset(feeds)
     fed_index = {ref: i for i, ref in enumerate(feeds)}
+    nodes, alias = _bypass_identities(nodes, fed, targets)
+    fetch_names = tuple(str(ref) for ref in fetches)
+    fetches = [alias.get(ref, ref) for ref in fetches]
     frame_of, out_frame_of, frame_parent = loop_frames(nodes, fed)
     ids = {n.name: i for i, n in enumerate(nodes)}
 
@@ -246,6 +248,7 @@ def compile_dataflow(
                 fn=fn,
                 num_inputs=len(node.inputs),
                 num_control=len(node.control_inputs),
+                pending=len(node.inputs) + len(node.control_inputs),
                 outputs=tuple(tuple(outputs[i].get(k, ())) for k in range(num_outputs)),
                 control_out=tuple(control_out[i]),
                 frame=frame_of[node.name],
@@ -259,9 +262,9 @@ def compile_dataflow(
             )
         )
 
-    for ref in fetches:
+    for name, ref in zip(fetch_names, fetches):
         if ref not in fed and out_frame_of[ref.node] != ROOT_FRAME:
-            raise GraphError(f"tensor '{ref}' is inside loop frame '{out_frame_of[ref.node]}' and cannot be fetched; "
+            raise GraphError(f"tensor '{name}' is inside loop frame '{out_frame_of[ref.node]}' and cannot be fetched; "
                              "fetch a value after the loop's Exit")
     # Nodes with nothing to wait for (constants, mostly) start the run; everything else is activated
     # by a feed or by its inputs.
@@ -274,7 +277,7 @@ def compile_dataflow(
         feed_names=tuple(str(ref) for ref in feeds),
         feeds=tuple(tuple(edges) for edges in feed_edges),
         roots=roots,
-        fetch_names=tuple(str(ref) for ref in fetches),
+        fetch_names=fetch_names,
         fetches=fetch_entries,
         targets=tuple(ids[t] for t in targets),
         feed_ancestors=fetch_ancestors,
@@ -285,6 +288,47 @@ def compile_dataflow(
         max_iterations=max_iterations,
         device=device,
     )
+
+
+def _bypass_identities(
+    nodes: Sequence[Node], fed: frozenset[TensorRef], targets: Sequence[str]
+) -> tuple[list[Node], dict[TensorRef, TensorRef]]:
+    """Drop Identity-like nodes that only forward a value: their readers read the source instead.
+
+    Lowered loops are full of them (a third of the nodes a Keras LSTM runs per step), and each would
+    cost a trip through the scheduler. One with control inputs (it waits, and may turn dead) or with
+    control readers (a conditional's pivot) stays, as does a target.
+    """
+    control_read = {c for node in nodes for c in node.control_inputs}
+    keep_targets = set(targets)
+    alias: dict[TensorRef, TensorRef] = {}
+    kept = []
+    for node in nodes:  # topological: an Identity's source is resolved before its readers
+        if node.inputs and any(ref in alias for ref in node.inputs):
+            node = replace(node, inputs=tuple(alias.get(ref, ref) for ref in node.inputs))
+        if (
+            node.op in IDENTITY_OPS
+            and node.op != "PlaceholderWithDefault"
+            and len(node.inputs) == 1
+            and not node.control_inputs
+            and node.name not in control_read
+            and node.name not in keep_targets
+            and TensorRef(node.name, 0) not in fed
+        ):
+            alias[TensorRef(node.name, 0)] = node.inputs[0]
+            continue
+        kept.append(node)
+    # Back edges (NextIteration -> Merge) were visited before their source: resolve them now.
+    return [
+        replace(n, inputs=tuple(_resolve(alias, ref) for ref in n.inputs)) if any(r in alias for r in n.inputs) else n
+        for n in kept
+    ], alias
+
+
+def _resolve(alias: dict[TensorRef, TensorRef], ref: TensorRef) -> TensorRef:
+    while ref in alias:
+        ref = alias[ref]
+    return ref
 
 
 def _op_of(nodes: Sequence[Node], ids: dict[str, int], name: str) -> str:

@@ -86,11 +86,12 @@ class DataflowRun:
         self.root = _Frame("", None, 0, 0)
         self.queue: deque[tuple[int, _Frame, int, list | None, bool]] = deque()
         self.results: list[Any] = [_MISSING] * len(plan.fetches)
-        self.ran: set[int] = set()
-        self._fetch_of: dict[tuple[int, int], list[int]] = {}
+        self._nodes = plan.nodes
+        # node id -> [(output index, fetch index)] for fetched outputs
+        self._fetch_of: dict[int, list[tuple[int, int]]] = {}
         for i, (source, index) in enumerate(plan.fetches):
             if source != "feed":
-                self._fetch_of.setdefault((source, index), []).append(i)
+                self._fetch_of.setdefault(source, []).append((index, i))
         for node_id in plan.roots:
             self._enqueue(node_id, self.root, 0, [], False)
 
@@ -112,8 +113,9 @@ class DataflowRun:
             while queue:
                 node_id, frame, it, inputs, dead = queue.popleft()
                 self._process(nodes[node_id], frame, it, inputs, dead)
-                frame.iterations[it].outstanding -= 1
-                if frame is not self.root:
+                iteration = frame.iterations[it]
+                iteration.outstanding -= 1
+                if iteration.outstanding == 0 and frame is not self.root:
                     self._complete_iterations(frame)
 
     def has_result(self, index: int) -> bool:
@@ -140,10 +142,24 @@ class DataflowRun:
 
     def _deliver(self, dst: int, slot: int, value: Any, frame: _Frame, it: int) -> None:
         """An input (slot >= 0) or control edge (slot -1, value DEAD or _LIVE) arrives at node `dst`."""
-        node = self.plan.nodes[dst]
+        node = self._nodes[dst]
+        if node.pending == 1 and node.kind != Kind.MERGE:  # the common chain: nothing to wait for
+            self._enqueue(dst, frame, it, [value] if slot >= 0 else [], value is DEAD)
+            return
         states = frame.iterations[it].states
         state = states.get(dst)
-        if node.kind == Kind.MERGE:
+        if node.kind != Kind.MERGE:
+            if state is None:
+                state = states[dst] = [node.num_inputs + node.num_control, False, [None] * node.num_inputs]
+            if slot >= 0:
+                state[2][slot] = value
+            if value is DEAD:
+                state[1] = True
+            state[0] -= 1
+            if state[0] == 0:
+                del states[dst]
+                self._enqueue(dst, frame, it, state[2], state[1])
+        else:
             if state is None:
                 state = states[dst] = [node.num_control, 0, -1, None, False]
             if state[4]:
@@ -160,17 +176,6 @@ class DataflowRun:
                     state[4] = True
                     live = state[2] >= 0
                     self._enqueue(dst, frame, it, [state[3], np.int32(state[2])] if live else None, not live)
-            return
-        if state is None:
-            state = states[dst] = [node.num_inputs + node.num_control, False, [None] * node.num_inputs]
-        if slot >= 0:
-            state[2][slot] = value
-        if value is DEAD:
-            state[1] = True
-        state[0] -= 1
-        if state[0] == 0:
-            del states[dst]
-            self._enqueue(dst, frame, it, state[2], state[1])
 
     def _emit(self, node: DataflowNode, values: Sequence[Any] | None, control: Any, frame: _Frame, it: int) -> None:
         """Send a node's outputs (all DEAD when `values` is None) and control edges to their readers."""
@@ -178,17 +183,15 @@ class DataflowRun:
             value = DEAD if values is None else values[k]
             for dst, slot in edges:
                 self._deliver(dst, slot, value, frame, it)
-        if frame is self.root:
-            for k in range(len(node.outputs)):
-                for i in self._fetch_of.get((node.id, k), ()):
-                    self.results[i] = DEAD if values is None else values[k]
+        if frame is self.root and node.id in self._fetch_of:
+            for k, i in self._fetch_of[node.id]:
+                self.results[i] = DEAD if values is None else values[k]
         for dst in node.control_out:
             self._deliver(dst, -1, control, frame, it)
 
     # --- node kinds ----------------------------------------------------------------------------------
 
     def _process(self, node: DataflowNode, frame: _Frame, it: int, inputs: list | None, dead: bool) -> None:
-        self.ran.add(node.id)
         kind = node.kind
         if kind == Kind.NORMAL:
             if dead:
