@@ -6,7 +6,7 @@
     >>> y, z = sess.run(["out:0", "layer2/z:0"], {"x:0": x})
 """
 
-from engine import errors
+from engine import builder, errors
 from engine.cache import CacheStats, ExecutorCache
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
 from engine.graph_io import load_graph, parse_graph_def, save_graph
@@ -14,6 +14,7 @@ from engine.plan import Plan, PlanOptions, compile_plan
 from engine.session import Session, SessionOptions
 
 __all__ = [
+    "builder",
     "errors",
     "CacheStats",
     "ExecutorCache",

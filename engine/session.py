@@ -44,6 +44,8 @@ class SessionOptions:
 
 
 def _canonical(name: str) -> str:
+    if not isinstance(name, str) and isinstance(getattr(name, "name", None), str):
+        name = name.name  # a symbolic tensor of engine.builder: `sess.run(probs, {x: ...})`
     try:
         return str(parse_tensor_name(name))
     except (ValueError, TypeError) as e:
@@ -149,7 +151,7 @@ class Session:
     ) -> list[np.ndarray] | np.ndarray:
         """Compute `fetches` (a list of tensor names, or one name) given `feed_dict`, also running
         `targets` for effect. Returns numpy arrays in fetch order (one array for a single name)."""
-        single = isinstance(fetches, str)
+        single = isinstance(fetches, str) or hasattr(fetches, "name")
         fetch_names = (fetches,) if single else tuple(fetches)
         feed_dict = feed_dict or {}
         targets = (targets,) if isinstance(targets, str) else tuple(targets)

@@ -9,9 +9,9 @@
   Fisher's 150 samples (two seeds, so the two versions differ slightly), with a config.yaml that names
   its signature, keeps both versions and labels them `stable` and `canary`.
 
-No TensorFlow is needed: the GraphDefs are written with tensorgate's own protobuf classes, node by
-node, with the attrs TensorFlow itself writes. The output is deterministic; rerunning rewrites the
-same bytes.
+No TensorFlow is needed: the graphs are built with engine.builder, which checks every op's dtypes and
+shapes as it goes and writes the attrs TensorFlow's op definitions ask for. The output is
+deterministic; rerunning rewrites the same bytes.
 """
 
 from __future__ import annotations
@@ -21,87 +21,22 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.proto import attr_value_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+from engine import builder as gb
 
 ROOT = Path(__file__).resolve().parent.parent
-
-F32, I32, I64 = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64)
-DATA_TYPES = {F32: types_pb2.DT_FLOAT, I32: types_pb2.DT_INT32, I64: types_pb2.DT_INT64}
-VALUE_FIELDS = {F32: "float_val", I32: "int_val", I64: "int64_val"}
-
-
-# --- a minimal GraphDef writer ------------------------------------------------------------------------
-
-
-def shape_proto(dims: tuple[int | None, ...]) -> tensor_shape_pb2.TensorShapeProto:
-    """A shape; None is an unknown dimension (-1 on the wire)."""
-    return tensor_shape_pb2.TensorShapeProto(
-        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if d is None else d) for d in dims]
-    )
-
-
-def tensor_proto(value: np.ndarray) -> tensor_pb2.TensorProto:
-    """A constant as TensorFlow writes it: one value in the typed field, several as raw bytes."""
-    proto = tensor_pb2.TensorProto(dtype=DATA_TYPES[value.dtype], tensor_shape=shape_proto(value.shape))
-    if value.size == 1:
-        getattr(proto, VALUE_FIELDS[value.dtype]).append(value.item())
-    else:
-        # NOTE: tensor_content is little-endian whatever the host's byte order.
-        proto.tensor_content = value.astype(value.dtype.newbyteorder("<")).tobytes()
-    return proto
-
-
-def attr_value(value: object) -> attr_value_pb2.AttrValue:
-    """bool -> b, str -> s, dtype -> type, tuple -> shape, array -> tensor (all these graphs need)."""
-    if isinstance(value, bool):
-        return attr_value_pb2.AttrValue(b=value)
-    if isinstance(value, str):
-        return attr_value_pb2.AttrValue(s=value.encode())
-    if isinstance(value, np.dtype):
-        return attr_value_pb2.AttrValue(type=DATA_TYPES[value])
-    if isinstance(value, tuple):
-        return attr_value_pb2.AttrValue(shape=shape_proto(value))
-    if isinstance(value, np.ndarray):
-        return attr_value_pb2.AttrValue(tensor=tensor_proto(value))
-    raise TypeError(f"no attr encoding for {value!r}")
-
-
-class GraphWriter:
-    """Appends NodeDefs to a GraphDef: `g.node("y", "Relu", ["x"], T=F32)` returns "y"."""
-
-    def __init__(self) -> None:
-        self.graph_def = graph_pb2.GraphDef()
-        self.graph_def.versions.producer = 1882
-
-    def node(self, name: str, op: str, inputs: tuple[str, ...] | list[str] = (), **attrs: object) -> str:
-        node = self.graph_def.node.add(name=name, op=op, input=list(inputs))
-        for key, value in attrs.items():
-            node.attr[key].CopyFrom(attr_value(value))
-        return name
-
-    def placeholder(self, name: str, shape: tuple[int | None, ...], dtype: np.dtype = F32) -> str:
-        return self.node(name, "Placeholder", dtype=dtype, shape=shape)
-
-    def const(self, name: str, value: object, dtype: np.dtype = F32) -> str:
-        array = np.asarray(value, dtype=dtype)
-        return self.node(name, "Const", dtype=array.dtype, value=array)
-
-    def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.graph_def.SerializeToString(deterministic=True))
 
 
 # --- half_plus_two ------------------------------------------------------------------------------------
 
 
-def half_plus_two() -> GraphWriter:
-    g = GraphWriter()
-    g.placeholder("x", (None,))
-    g.const("a", 0.5)
-    g.node("mul", "Mul", ["a", "x"], T=F32)
-    g.const("b", 2.0)
-    g.node("y", "AddV2", ["mul", "b"], T=F32)
-    return g
+def half_plus_two() -> gb.GraphBuilder:
+    """y = 0.5 * x + 2 over a vector of any length: `x` -> Mul(a, x) -> AddV2(mul, b) `y`."""
+    graph = gb.GraphBuilder()
+    with graph.as_default():
+        x = gb.placeholder("float32", [None], name="x")
+        mul = gb.multiply(gb.constant(0.5, name="a"), x, name="mul")
+        gb.add(mul, gb.constant(2.0, name="b"), name="y")
+    return graph
 
 
 # --- iris_classifier ----------------------------------------------------------------------------------
@@ -202,26 +137,23 @@ def mlp_accuracy(weights: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> flo
     return float(((h @ w2 + b2).argmax(axis=1) == y).mean())
 
 
-MATMUL_ATTRS = {"T": F32, "transpose_a": False, "transpose_b": False}
-
-
-def iris_classifier(weights: list[np.ndarray]) -> GraphWriter:
+def iris_classifier(weights: list[np.ndarray]) -> gb.GraphBuilder:
+    """features [-1, 4] -> dense 8 + relu -> dense 3 `logits` -> `probabilities` (softmax) and `class_id`
+    (argmax). The node names are the ones config.yaml and models/README.md use."""
     w1, b1, w2, b2 = weights
-    g = GraphWriter()
-    g.placeholder("features", (None, 4))
-    g.const("hidden/kernel", w1)
-    g.node("hidden/MatMul", "MatMul", ["features", "hidden/kernel"], **MATMUL_ATTRS)
-    g.const("hidden/bias", b1)
-    g.node("hidden/BiasAdd", "BiasAdd", ["hidden/MatMul", "hidden/bias"], T=F32, data_format="NHWC")
-    g.node("hidden/Relu", "Relu", ["hidden/BiasAdd"], T=F32)
-    g.const("logits/kernel", w2)
-    g.node("logits/MatMul", "MatMul", ["hidden/Relu", "logits/kernel"], **MATMUL_ATTRS)
-    g.const("logits/bias", b2)
-    g.node("logits", "BiasAdd", ["logits/MatMul", "logits/bias"], T=F32, data_format="NHWC")
-    g.node("probabilities", "Softmax", ["logits"], T=F32)
-    g.const("class_id/dimension", 1, dtype=I32)
-    g.node("class_id", "ArgMax", ["probabilities", "class_id/dimension"], T=F32, Tidx=I32, output_type=I64)
-    return g
+    graph = gb.GraphBuilder()
+    with graph.as_default():
+        features = gb.placeholder("float32", [None, 4], name="features")
+        hidden = gb.layers.dense(features, w1, b1, activation="relu", name="hidden")
+        # The logits layer's output node is `logits` itself: an op named with its own scope
+        # ("logits/") takes the scope's name, as in TensorFlow.
+        with gb.name_scope("logits") as scope:
+            kernel = gb.constant(w2, name="kernel")
+            product = gb.matmul(hidden, kernel, name="MatMul")
+            logits = gb.bias_add(product, gb.constant(b2, name="bias"), name=scope)
+        probabilities = gb.softmax(logits, name="probabilities")
+        gb.argmax(probabilities, axis=1, output_type="int64", name="class_id")
+    return graph
 
 
 # --- the repository -----------------------------------------------------------------------------------
@@ -232,13 +164,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "models", help="the model repository to write")
     out = parser.parse_args().out
 
-    half_plus_two().write(out / "half_plus_two" / "1" / "model.pb")
+    half_plus_two().save(out / "half_plus_two" / "1" / "model.pb")
     print(f"{out / 'half_plus_two'}: y = 0.5 * x + 2, version 1")
 
     x, y = iris_data()
     for version, seed in ((1, 1), (2, 2)):
         weights = fit_mlp(x, y, seed)
-        iris_classifier(weights).write(out / "iris_classifier" / str(version) / "model.pb")
+        iris_classifier(weights).save(out / "iris_classifier" / str(version) / "model.pb")
         accuracy = mlp_accuracy(weights, x, y)
         print(f"{out / 'iris_classifier'}: version {version} (seed {seed}), accuracy {accuracy:.1%} on Iris")
     (out / "iris_classifier" / "config.yaml").write_text(IRIS_CONFIG)
