@@ -22,6 +22,7 @@ __all__ = [
     "GraphCycleError",
     "KernelNotFoundError",
     "DuplicateKernelError",
+    "SavedModelError",
     "RequestError",
     "UnknownTensorError",
     "UnfedPlaceholderError",
@@ -109,6 +110,12 @@ class DuplicateKernelError(EngineError):
     def __init__(self, op: str, device: str):
         self.op, self.device = op, device
         super().__init__(f"a kernel for op '{op}' on device '{device}' is already registered")
+
+
+class SavedModelError(GraphError):
+    """A SavedModel cannot be loaded: no MetaGraphDef with the requested tags, missing or corrupt
+    variables (the message names the key and the file), a failed checksum, or a structure the loader
+    does not support (sliced variables, unsupported ops such as lookup tables)."""
 
 
 # --- requests that do not fit the graph --------------------------------------------------------------

@@ -19,13 +19,15 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 
 from engine import SessionOptions
 from engine.errors import EngineError
+from service.archive import ARCHIVE_SUFFIXES, ArchiveLimits, extract_archive
 from service.batching import BatchingOptions, BatchStats, resolve_batching
 from service.config import ConfigError, ModelConfig, parse_model_config
 from service.errors import BadRequest, Conflict, NotFound, Unavailable
-from service.repository import GRAPH_FILES, ModelRepository, check_model_name
+from service.repository import GRAPH_FILES, VERSION_FILES, ModelRepository, VersionFiles, check_model_name, version_source
 from service.servable import LoadError, Servable, load_servable
 
 __all__ = ["State", "VersionStatus", "ModelManager"]
@@ -186,7 +188,7 @@ class ModelManager:
             record = model.versions.setdefault(v, _Version(v))
             attempt = (disk[v].fingerprint, model.generation)
             if record.loading is None and record.attempted != attempt and record.state is not State.UNLOADING:
-                self._start_load(model, record, disk[v].graph_file, attempt)
+                self._start_load(model, record, disk[v].source, attempt)
         self._retire_surplus(model, wanted, disk)
 
     def _start_load(self, model: _Model, record: _Version, source, attempt: tuple) -> None:
@@ -418,11 +420,14 @@ class ModelManager:
 
     # --- management --------------------------------------------------------------------------------
 
-    def _validate(self, name: str, version: int, source: bytes, config: ModelConfig) -> Servable:
+    def _validate(self, name: str, version: int, source, config: ModelConfig, staging: Path | None = None) -> Servable:
         try:
             return self._load_servable(name, version, source, config)
         except LoadError as e:
-            raise BadRequest(f"version {version} of model '{name}' rejected: {e}") from None
+            message = str(e)
+            if staging is not None:  # name files as the client knows them, not by our staging path
+                message = message.replace(str(staging), "<upload>")
+            raise BadRequest(f"version {version} of model '{name}' rejected: {message}") from None
 
     def _current_config(self, name: str) -> ModelConfig:
         with self._lock:
@@ -434,6 +439,13 @@ class ModelManager:
         except ConfigError as e:
             raise Conflict(str(e)) from None
 
+    def _check_new_version(self, name: str, version: int) -> None:
+        check_model_name(name)
+        if version <= 0:
+            raise BadRequest(f"invalid version {version}: versions are positive integers")
+        if version in self.repository.versions(name):
+            raise Conflict(f"version {version} of model '{name}' already exists; versions are immutable: DELETE it first or upload a new version")
+
     def upload(self, name: str, version: int, data: bytes, filename: str = "model.pb") -> VersionStatus:
         """Validate and warm up a GraphDef, write it atomically, and serve it (policy permitting).
 
@@ -442,20 +454,42 @@ class ModelManager:
         check_model_name(name)
         if filename not in GRAPH_FILES:
             raise BadRequest(f"invalid file name '{filename}': expected one of {', '.join(GRAPH_FILES)}")
-        if version <= 0:
-            raise BadRequest(f"invalid version {version}: versions are positive integers")
-        if version in self.repository.versions(name):
-            raise Conflict(f"version {version} of model '{name}' already exists; versions are immutable: DELETE it first or upload a new version")
+        self._check_new_version(name, version)
         config = self._current_config(name)
         servable = self._validate(name, version, data, config)
+        return self._install(name, version, servable, config, lambda: self.repository.write_version(name, version, {filename: data}))
+
+    def upload_archive(self, name: str, version: int, data: bytes, limits: ArchiveLimits) -> VersionStatus:
+        """Extract a version archive (a SavedModel, or a GraphDef, directory as .tar.gz, .tar or
+        .zip) safely into a staging directory, validate and warm it up there, then rename it into
+        place and serve it: the path `upload` takes. A rejected archive leaves no trace."""
+        self._check_new_version(name, version)
+        config = self._current_config(name)
+        with self.repository.staging() as staging:
+            extract_archive(data, staging, limits, markers=VERSION_FILES)
+            servable = self._validate(name, version, version_source(staging).source, config, staging)
+            return self._install(name, version, servable, config, lambda: self.repository.commit_version(name, version, staging))
+
+    def _install(self, name: str, version: int, servable: Servable, config: ModelConfig,
+                 commit: Callable[[], VersionFiles], timeout: float = 600.0) -> VersionStatus:
+        """Write a validated version (`commit`) and serve the servable its validation loaded; or,
+        when that load no longer fits (the config changed meanwhile, or its graph holds paths into
+        the staging directory), load it again from its place and wait for that load."""
         with self._lock:
-            files = self.repository.write_version(name, version, {filename: data})
+            try:
+                files = commit()
+            except BaseException:
+                servable.close()
+                raise
             model = self._record(name)
             self._refresh_config(model)
             model.on_disk, model.unloaded = True, False
             record = model.versions.setdefault(version, _Version(version))
-            if model.config.serving_fields() == config.serving_fields():
+            reuse = model.config.serving_fields() == config.serving_fields() and not servable.uses_asset_paths
+            if reuse:
                 # The validated load is the served one: no second load.
+                if record.servable is not None:
+                    record.servable.close()
                 record.servable, record.state, record.error, record.reason = servable, State.AVAILABLE, None, None
                 record.loading, record.attempted = None, (files.fingerprint, model.generation)
             else:
@@ -464,6 +498,10 @@ class ModelManager:
             if version not in model.config.version_policy.select(self.repository.versions(name)):
                 self._unload(record, f"stored, not served: outside the version policy ({model.config.version_policy.describe()})")
             self._changed.notify_all()
+            if reuse:
+                return self._status(model, record)
+        self.wait_settled(name, timeout)
+        with self._lock:
             return self._status(model, record)
 
     def delete(self, name: str, version: int) -> None:
@@ -506,9 +544,13 @@ class ModelManager:
         return dict(labels)
 
     def load_model(self, name: str, config_text: str | None = None, files: Mapping[str, bytes] | None = None,
-                   timeout: float = 600.0) -> list[VersionStatus]:
+                   timeout: float = 600.0, *, archive_limits: ArchiveLimits | None = None) -> list[VersionStatus]:
         """The v2 repository `load`: optionally write a new config and version files (validated
-        first), then load the model and wait for it. Raises BadRequest when no version loads."""
+        first), then load the model and wait for it. Raises BadRequest when no version loads.
+
+        `files` maps `<version>/<path>` to bytes: a version's files (`1/saved_model.pb`,
+        `1/variables/variables.index`, ...), or one archive of them (`1/model.tar.gz`, `.tgz`,
+        `.tar`, `.zip`), extracted under `archive_limits`."""
         check_model_name(name)
         if not files and not self.repository.model_dir(name).is_dir():
             raise NotFound(f"model '{name}' is not in the repository (upload it with 'file:<version>/model.pb' parameters)")
@@ -524,22 +566,34 @@ class ModelManager:
             if not head.isdigit() or int(head) <= 0 or not rest:
                 raise BadRequest(f"invalid file parameter 'file:{path}': expected 'file:<version>/<filename>'")
             by_version.setdefault(int(head), {})[rest] = data
-        for version, version_files in by_version.items():
-            graph = next((version_files[f] for f in GRAPH_FILES if f in version_files), None)
-            if graph is None:
-                raise BadRequest(f"version {version} of model '{name}' needs one of {', '.join(GRAPH_FILES)}")
-            self._validate(name, version, graph, config).close()
-        with self._lock:
-            if config_text is not None:
-                self.repository.write_config(name, config)
-            for version, version_files in by_version.items():
-                self.repository.write_version(name, version, version_files, replace=True)
-            model = self._record(name)
-            model.unloaded = False
-            for record in model.versions.values():
-                if record.state is State.END:
-                    record.attempted = None  # an explicit load retries failed versions
-            self._sync(name, on_disk=self.repository.model_dir(name).is_dir())
+        with contextlib.ExitStack() as stack:
+            staged: dict[int, Path] = {}
+            for version, version_files in sorted(by_version.items()):
+                staging = stack.enter_context(self.repository.staging())
+                archive = _single_archive(version_files)
+                if archive is not None:
+                    extract_archive(archive, staging, archive_limits or ArchiveLimits(), markers=VERSION_FILES)
+                else:
+                    self.repository.stage_files(staging, version_files)
+                found = version_source(staging)
+                if found is None:
+                    raise BadRequest(
+                        f"version {version} of model '{name}' needs one of {', '.join(VERSION_FILES)} "
+                        f"(or a single {', '.join(ARCHIVE_SUFFIXES)} archive of them)"
+                    )
+                self._validate(name, version, found.source, config, staging).close()
+                staged[version] = staging
+            with self._lock:
+                if config_text is not None:
+                    self.repository.write_config(name, config)
+                for version, staging in staged.items():
+                    self.repository.commit_version(name, version, staging, replace=True)
+                model = self._record(name)
+                model.unloaded = False
+                for record in model.versions.values():
+                    if record.state is State.END:
+                        record.attempted = None  # an explicit load retries failed versions
+                self._sync(name, on_disk=self.repository.model_dir(name).is_dir())
         self.wait_settled(name, timeout)
         with self._lock:
             if not any(r.state is State.AVAILABLE for r in model.versions.values()):
@@ -555,3 +609,11 @@ class ModelManager:
                 raise NotFound(f"model '{name}' not found")
             model.unloaded = True
             self._sync(name, on_disk=model.on_disk)
+
+
+def _single_archive(version_files: Mapping[str, bytes]) -> bytes | None:
+    """A version given as one archive file (`1/model.tar.gz`) rather than as its files."""
+    if len(version_files) != 1:
+        return None
+    (path, data), = version_files.items()
+    return data if "/" not in path and path.lower().endswith(ARCHIVE_SUFFIXES) else None

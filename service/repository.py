@@ -1,28 +1,43 @@
-"""The model repository on disk: `<root>/<model>/<version>/model.pb` plus an optional `config.yaml`.
+"""The model repository on disk: `<root>/<model>/<version>/` plus an optional `<model>/config.yaml`.
 
-This module only reads and writes files; which versions are loaded is the ModelManager's business.
-Every write is staged in a dot-directory beside its target, fsynced, and renamed into place, so a
-reader (this server's poller, another replica on a shared volume) sees either the old state or the
-whole new one, never a half-written version. Names starting with a dot are never models or versions.
+A version directory holds a GraphDef (`model.pb` or `model.pbtxt`) or a SavedModel (`saved_model.pb`
+or `saved_model.pbtxt`, with `variables/` and `assets/`). This module only reads and writes files;
+which versions are loaded is the ModelManager's business. Every write is staged in a dot-directory,
+fsynced, and renamed into place, so a reader (this server's poller, another replica on a shared
+volume) sees either the old state or the whole new one, never a half-written version. Names
+starting with a dot are never models or versions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from service.config import ModelConfig, dump_model_config, parse_model_config
 from service.errors import BadRequest, Conflict, NotFound
 
-__all__ = ["GRAPH_FILES", "VersionFiles", "ModelRepository", "check_model_name", "check_relative_path"]
+__all__ = [
+    "GRAPH_FILES",
+    "SAVED_MODEL_FILES",
+    "VERSION_FILES",
+    "VersionFiles",
+    "ModelRepository",
+    "check_model_name",
+    "check_relative_path",
+    "version_source",
+]
 
-# The files that make a directory a servable version, in order of preference.
+# The files that make a directory a servable version, in order of preference: a directory holding
+# both a GraphDef and a SavedModel serves the GraphDef.
 GRAPH_FILES = ("model.pb", "model.pbtxt")
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+VERSION_FILES = GRAPH_FILES + SAVED_MODEL_FILES
 CONFIG_FILE = "config.yaml"
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _STAGING_PREFIX = ".staging-"
@@ -46,17 +61,60 @@ def check_relative_path(path: str) -> PurePosixPath:
 
 @dataclass(frozen=True)
 class VersionFiles:
-    """A version directory on disk; `fingerprint` changes whenever its graph file is replaced."""
+    """A version directory on disk; `fingerprint` changes whenever a file the version loads from
+    changes (for a SavedModel: any file in the directory, variable shards and assets included)."""
 
     version: int
     path: Path
-    graph_file: Path
+    graph_file: Path  # model.pb[txt], or saved_model.pb[txt]
     fingerprint: tuple
+
+    @property
+    def is_saved_model(self) -> bool:
+        return self.graph_file.name in SAVED_MODEL_FILES
+
+    @property
+    def source(self) -> Path:
+        """What a loader reads: the GraphDef file, or the SavedModel's directory."""
+        return self.path if self.is_saved_model else self.graph_file
 
 
 def _fingerprint(path: Path) -> tuple:
     st = path.stat()
     return (path.name, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _tree_fingerprint(directory: Path) -> tuple:
+    """Every file under `directory` (hidden ones aside), by relative path; links are not followed
+    into directories, but a link to a file is fingerprinted by its target."""
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            path = Path(dirpath, name)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue  # removed while walking (or a dangling link): the next poll sees the rest
+            entries.append((path.relative_to(directory).as_posix(), st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(entries)
+
+
+def version_source(directory: Path) -> VersionFiles | None:
+    """The version a directory holds (numbered 0 when its name is not a version), or None."""
+    for name in VERSION_FILES:
+        graph_file = directory / name
+        try:
+            fingerprint = _fingerprint(graph_file)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if name in SAVED_MODEL_FILES:
+            fingerprint = _tree_fingerprint(directory)
+        version = int(directory.name) if directory.name.isdigit() else 0
+        return VersionFiles(version, directory, graph_file, fingerprint)
+    return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -96,7 +154,8 @@ class ModelRepository:
         return self.root / check_model_name(model)
 
     def versions(self, model: str) -> dict[int, VersionFiles]:
-        """Servable versions on disk: directories named by a positive integer holding a graph file."""
+        """Servable versions on disk: directories named by a positive integer holding a GraphDef or
+        a SavedModel."""
         found: dict[int, VersionFiles] = {}
         model_dir = self.model_dir(model)
         if not model_dir.is_dir():
@@ -104,13 +163,9 @@ class ModelRepository:
         for p in model_dir.iterdir():
             if not (p.name.isdigit() and p.is_dir()) or int(p.name) <= 0:
                 continue
-            for name in GRAPH_FILES:
-                graph_file = p / name
-                try:
-                    found[int(p.name)] = VersionFiles(int(p.name), p, graph_file, _fingerprint(graph_file))
-                    break
-                except FileNotFoundError:
-                    continue
+            files = version_source(p)
+            if files is not None:
+                found[files.version] = files
         return found
 
     def config_fingerprint(self, model: str) -> tuple | None:
@@ -130,42 +185,67 @@ class ModelRepository:
 
     # --- writing -----------------------------------------------------------------------------------
 
-    def _staging_dir(self, model_dir: Path) -> Path:
-        model_dir.mkdir(parents=True, exist_ok=True)
-        staging = model_dir / f"{_STAGING_PREFIX}{uuid.uuid4().hex}"
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A fresh, empty staging directory to assemble a version in; removed when the block ends
+        unless `commit_version` moved it into place. It lives at the repository root, hidden, so that
+        a rejected upload of a new model leaves no trace, not even an empty model directory."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = self.root / f"{_STAGING_PREFIX}{uuid.uuid4().hex}"
         staging.mkdir()
-        return staging
+        try:
+            yield staging
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
 
-    def write_version(self, model: str, version: int, files: Mapping[str, bytes], *, replace: bool = False) -> VersionFiles:
-        """Write a version's files atomically: staged, fsynced, then renamed into place.
+    @staticmethod
+    def stage_files(staging: Path, files: Mapping[str, bytes]) -> None:
+        """Write `files` (relative path -> bytes; subdirectories allowed) into a staging directory."""
+        for rel, data in files.items():
+            dest = staging / check_relative_path(rel)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _write_file(dest, data)
+
+    def commit_version(self, model: str, version: int, staging: Path, *, replace: bool = False) -> VersionFiles:
+        """Fsync a staged version directory and rename it into place as `<model>/<version>`.
 
         An existing version is a Conflict unless `replace` (the v2 repository `load` overrides files,
         as Triton does); the old directory is then moved aside and removed.
         """
         if version <= 0:
             raise BadRequest(f"invalid version {version}: versions are positive integers")
-        if not any(name in files for name in GRAPH_FILES):
-            raise BadRequest(f"version {version} of model '{model}' needs one of {', '.join(GRAPH_FILES)}")
+        if version_source(staging) is None:
+            raise BadRequest(f"version {version} of model '{model}' needs one of {', '.join(VERSION_FILES)}")
         model_dir = self.model_dir(model)
         target = model_dir / str(version)
         if target.exists() and not replace:
             raise Conflict(f"version {version} of model '{model}' already exists; versions are immutable: DELETE it first or upload a new version")
-        staging = self._staging_dir(model_dir)
-        try:
-            for rel, data in files.items():
-                dest = staging / check_relative_path(rel)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                _write_file(dest, data)
-            for d in sorted({p for p in staging.rglob("*") if p.is_dir()} | {staging}, key=lambda p: -len(p.parts)):
-                _fsync_dir(d)
-            if target.exists():
-                self._remove(target)
-            os.rename(staging, target)
-            _fsync_dir(model_dir)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        for dirpath, _, filenames in os.walk(staging, topdown=False):
+            for name in filenames:
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    os.fsync(f.fileno())
+            _fsync_dir(Path(dirpath))
+        created = not model_dir.exists()
+        model_dir.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            self._remove(target)
+        os.rename(staging, target)
+        _fsync_dir(model_dir)
+        if created:
+            _fsync_dir(self.root)
         return self.versions(model)[version]
+
+    def write_version(self, model: str, version: int, files: Mapping[str, bytes], *, replace: bool = False) -> VersionFiles:
+        """Write a version's files (relative path -> bytes) atomically: staged, fsynced, then renamed
+        into place (see `commit_version`)."""
+        if version <= 0:
+            raise BadRequest(f"invalid version {version}: versions are positive integers")
+        if not any(name in files for name in VERSION_FILES):
+            raise BadRequest(f"version {version} of model '{model}' needs one of {', '.join(VERSION_FILES)}")
+        with self.staging() as staging:
+            self.stage_files(staging, files)
+            return self.commit_version(model, version, staging, replace=replace)
 
     def _remove(self, path: Path) -> None:
         # Rename first so that the directory disappears at once for every reader, then delete it.
@@ -196,8 +276,9 @@ class ModelRepository:
     def remove_stale_staging(self) -> list[Path]:
         """Delete what interrupted writes left behind (called at start-up, before anything is written)."""
         removed = []
-        for model in self.model_names():
-            for p in self.model_dir(model).iterdir():
+        dirs = [self.root] if self.root.is_dir() else []
+        for directory in dirs + [self.model_dir(model) for model in self.model_names()]:
+            for p in directory.iterdir():
                 if p.name.startswith((_STAGING_PREFIX, _TRASH_PREFIX)):
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
                     removed.append(p)

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from engine import dtypes
 from engine.proto import types_pb2
+from service.archive import ARCHIVE_CONTENT_TYPES, archive_kind
 from service.auth import require_admin, require_api
 from service.bodies import parse_json, read_body, wait_for_disconnect
 from service.codecs import tfserving
@@ -99,7 +100,7 @@ def _signature_def(sig: Signature) -> dict[str, Any]:
     return {
         "inputs": {s.alias: _tensor_info(s) for s in sig.inputs},
         "outputs": {s.alias: _tensor_info(s) for s in sig.outputs},
-        "method_name": "tensorflow/serving/predict",
+        "method_name": sig.method_name,
         "defaults": {},
     }
 
@@ -176,24 +177,45 @@ async def predict_label(request: Request, model: str, label: str) -> Response:
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-        "description": "A GraphDef: binary (model.pb), or text (model.pbtxt) with `?format=pbtxt`.",
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+            "application/zip": {"schema": {"type": "string", "format": "binary"}},
+        },
+        "description": "A GraphDef: binary (model.pb), or text (model.pbtxt) with `?format=pbtxt`; or an archive "
+                       "(.tar.gz, .tgz, .tar, .zip) of a version directory, such as a SavedModel, recognised by its magic "
+                       "bytes or an archive Content-Type (`?format=archive` insists).",
     }
 }
+_UPLOAD_FORMATS = ("pb", "pbtxt", "archive")
+
+
+def _is_archive(request: Request, body: bytes) -> bool:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return content_type in ARCHIVE_CONTENT_TYPES or archive_kind(body) is not None
 
 
 @router.put("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], status_code=201,
             openapi_extra=_UPLOAD_BODY, tags=["management"])
-async def upload_version(request: Request, model: str, version: str, format: str = "pb") -> JSONResponse:
-    """Upload a version: validated and warmed up before it is written (atomically) and served."""
+async def upload_version(request: Request, model: str, version: str, format: str | None = None) -> JSONResponse:
+    """Upload a version: validated and warmed up before it is written (atomically) and served.
+
+    The body is a GraphDef, or an archive of a version directory (a SavedModel's `saved_model.pb`,
+    `variables/`, `assets/`), extracted safely into a staging directory first. Without `format`, an
+    archive is recognised by its magic bytes (gzip, zip, tar) or its Content-Type; anything else is
+    a binary GraphDef."""
     number = parse_version(version)
-    if format not in ("pb", "pbtxt"):
-        raise BadRequest(f"invalid format '{format}': expected 'pb' or 'pbtxt'")
+    if format is not None and format not in _UPLOAD_FORMATS:
+        raise BadRequest(f"invalid format '{format}': expected one of {', '.join(_UPLOAD_FORMATS)}")
     body = await read_body(request)
     if not body:
-        raise BadRequest("the request body is empty: send the GraphDef bytes")
+        raise BadRequest("the request body is empty: send the GraphDef bytes or a version archive")
     manager = _manager(request)
-    status = await run_in_threadpool(manager.upload, model, number, body, f"model.{format}")
+    if format == "archive" or (format is None and _is_archive(request, body)):
+        limits = request.app.state.settings.archive_limits()
+        status = await run_in_threadpool(manager.upload_archive, model, number, body, limits)
+    else:
+        status = await run_in_threadpool(manager.upload, model, number, body, f"model.{format or 'pb'}")
     return JSONResponse({"model_version_status": [_version_status(status)]}, status_code=201)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -108,7 +109,7 @@ def _model_metadata(request: Request, model: str, version: int | None) -> dict[s
     return {
         "name": model,
         "versions": [str(v) for v in versions],
-        "platform": "tensorflow_graphdef",
+        "platform": servable.platform,
         "inputs": [_tensor_metadata(s) for s in signature.inputs],
         "outputs": [_tensor_metadata(s) for s in signature.outputs],
     }
@@ -150,7 +151,8 @@ def _triton_type(spec: TensorSpec) -> str:
 
 def _model_config(request: Request, model: str, version: int | None) -> dict[str, Any]:
     manager = _manager(request)
-    signature = manager.servable(model, version).signature(None)
+    servable = manager.servable(model, version)
+    signature = servable.signature(None)
     policy = manager.config(model).version_policy
     policy_doc = (
         {"all": {}} if policy.kind == "all"
@@ -160,7 +162,7 @@ def _model_config(request: Request, model: str, version: int | None) -> dict[str
 
     return {
         "name": model,
-        "platform": "tensorflow_graphdef",
+        "platform": servable.platform,
         "backend": "tensorgate",
         "max_batch_size": 0,
         "version_policy": policy_doc,
@@ -325,11 +327,14 @@ def _load_parameters(doc: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]
 
 @router.post("/v2/repository/models/{model}/load", dependencies=[Depends(require_admin)], tags=["model repository"])
 async def load(request: Request, model: str) -> dict[str, Any]:
-    """Load (or reload) a model. Parameters `config` (config.yaml text) and `file:<version>/<name>`
-    (base64) upload a model first, as with Triton; uploads are validated before anything is written."""
+    """Load (or reload) a model. Parameters `config` (config.yaml text) and `file:<version>/<path>`
+    (base64) upload a model first, as with Triton: a version's files (`file:1/saved_model.pb`,
+    `file:1/variables/variables.index`, ...) or one archive of them (`file:1/model.tar.gz`, `.tgz`,
+    `.tar`, `.zip`). Uploads are validated before anything is written."""
     config, files = _load_parameters(await _optional_json(request))
     manager = _manager(request)
-    statuses = await run_in_threadpool(manager.load_model, model, config, files)
+    limits = request.app.state.settings.archive_limits()
+    statuses = await run_in_threadpool(functools.partial(manager.load_model, model, config, files, archive_limits=limits))
     return {"name": model, "versions": [_index_row(s) for s in statuses]}
 
 

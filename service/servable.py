@@ -1,8 +1,9 @@
 """A servable: one loaded, warmed-up version of a model, ready to run requests.
 
-Loading a version parses its graph, checks every op has a kernel, resolves the signatures (from
-config.yaml, or the default one a frozen graph implies) and warms each signature up, so that the
-first request after a version becomes visible pays no compilation.
+Loading a version parses its graph (a GraphDef, or a SavedModel's `serve` MetaGraphDef with its
+variables restored), checks every op has a kernel, resolves the signatures (a SavedModel's
+SignatureDefs, then config.yaml's, else the default one a frozen graph implies) and warms each
+signature up, so that the first request after a version becomes visible pays no compilation.
 """
 
 from __future__ import annotations
@@ -14,23 +15,32 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 
-from engine import Graph, Session, SessionOptions, load_graph, parse_tensor_name
+from engine import Graph, Session, SessionOptions, dtypes, load_graph, parse_tensor_name
+from engine.attrs import decode_shape
 from engine.errors import EngineError, GraphError
 from engine.plan import PLACEHOLDER_OPS
 from engine.prune import prune_to_signature
+from engine.saved_model import INIT_OP_SIGNATURE_KEY, SavedModel, load_saved_model
 from engine.summary import graph_outputs
 from service.batching import BatchingOptions, BatchScheduler, BatchStats
 from service.config import ModelConfig
 from service.errors import BadRequest, NotFound
 from service.signatures import DEFAULT_SIGNATURE, Signature, TensorSpec
 
-__all__ = ["Servable", "LoadError", "load_servable"]
+__all__ = ["Servable", "LoadError", "load_servable", "GRAPHDEF_PLATFORM", "SAVED_MODEL_PLATFORM"]
 
 log = logging.getLogger("tensorgate.servable")
 
 # Attributes that name a node's first output dtype, most specific first, for the metadata of outputs
 # that warm-up could not run (ArgMax has T for its input and output_type for its output).
 _DTYPE_ATTRS = ("out_type", "output_type", "DstT", "Tout", "dtype", "T")
+
+# Triton's platform names, which the v2 metadata reports.
+GRAPHDEF_PLATFORM = "tensorflow_graphdef"
+SAVED_MODEL_PLATFORM = "tensorflow_savedmodel"
+# SignatureDefs TensorFlow adds for its own use (`__saved_model_init_op`): reported in metadata, as
+# TensorFlow Serving reports every SignatureDef, but never compiled or warmed up.
+_INTERNAL_SIGNATURE_PREFIX = "__saved_model_"
 
 
 class LoadError(Exception):
@@ -47,6 +57,10 @@ class Servable:
     signatures: Mapping[str, Signature]
     load_seconds: float
     scheduler: BatchScheduler | None = None  # dynamic batching, when the model has it on
+    platform: str = GRAPHDEF_PLATFORM  # or SAVED_MODEL_PLATFORM
+    # The graph holds paths into the directory it was loaded from (a SavedModel's assets): a servable
+    # loaded from a staging directory must be loaded again once the directory has moved into place.
+    uses_asset_paths: bool = False
 
     def close(self) -> None:
         """Stop batching (queued requests still run); called once the version leaves service."""
@@ -58,7 +72,8 @@ class Servable:
         if name is None or name == "":
             if DEFAULT_SIGNATURE in self.signatures:
                 return self.signatures[DEFAULT_SIGNATURE]
-            return next(iter(self.signatures.values()))
+            servable = [s for n, s in self.signatures.items() if not n.startswith(_INTERNAL_SIGNATURE_PREFIX)]
+            return (servable or list(self.signatures.values()))[0]
         try:
             return self.signatures[name]
         except KeyError:
@@ -175,14 +190,46 @@ def _warmup_value(spec: TensorSpec, batch: int) -> np.ndarray:
     return np.zeros(shape, dtype=spec.dtype)
 
 
-def _warm_up(session: Session, signature: Signature) -> Signature:
+def _declared_signatures(saved: SavedModel) -> dict[str, Signature]:
+    """A SavedModel's SignatureDefs as signatures, with their aliases, tensor names, dtypes and shapes
+    as declared (what TensorFlow Serving's metadata reports), TensorFlow's init-op entry included."""
+    signatures = {}
+    for name, sig in saved.signatures.items():
+        inputs = tuple(TensorSpec(t.alias, t.tensor, t.dtype, t.shape) for t in sig.inputs)
+        outputs = tuple(TensorSpec(t.alias, t.tensor, t.dtype, t.shape) for t in sig.outputs)
+        signatures[name] = Signature(name, inputs, outputs, sig.method_name)
+    init_op = saved.meta_graph.signature_def.get(INIT_OP_SIGNATURE_KEY)
+    if init_op is not None:
+        # It names an op to run at load time, not tensors: kept as written, for metadata only.
+        def spec(alias: str, info) -> TensorSpec:
+            dtype = dtypes.to_numpy(info.dtype) if info.dtype else None
+            shape = decode_shape(info.tensor_shape) if info.HasField("tensor_shape") else None
+            return TensorSpec(alias, info.name, dtype, shape)
+
+        signatures[INIT_OP_SIGNATURE_KEY] = Signature(
+            INIT_OP_SIGNATURE_KEY,
+            tuple(spec(a, info) for a, info in sorted(init_op.inputs.items())),
+            tuple(spec(a, info) for a, info in sorted(init_op.outputs.items())),
+            init_op.method_name,
+        )
+    return signatures
+
+
+def _warm_up(session: Session, signature: Signature, *, declared: bool = False) -> Signature:
     """Compile the signature's plan and, where the input shapes allow, run it at batch 1 and 2.
 
     The runs fill in the outputs' dtypes and shapes for metadata: a dimension that follows the
     batch becomes unknown (-1 in metadata). A signature whose inputs have unknown dimensions other
     than the leading one is only compiled: guessing sizes there (an image's height) could fail a
-    valid model.
+    valid model. Batch 2 is tried only when some input's leading dimension is unknown.
+
+    A `declared` signature (a SavedModel's SignatureDef) keeps the dtypes and shapes it declares,
+    and a failing run does not reject it: TensorFlow Serving serves SavedModels without warming them
+    up, and zeros are not valid data for every model (a `tf.debugging` assertion, an index lookup).
+    Only a signature that cannot be compiled is a load error.
     """
+    if signature.name.startswith(_INTERNAL_SIGNATURE_PREFIX):
+        return signature
     fetches = [s.tensor for s in signature.outputs]
     feeds = [s.tensor for s in signature.inputs]
     try:
@@ -197,6 +244,9 @@ def _warm_up(session: Session, signature: Signature) -> Signature:
     try:
         first = session.run(fetches, {s.tensor: _warmup_value(s, 1) for s in signature.inputs})
     except EngineError as e:
+        if declared:
+            log.warning("warm-up of signature '%s' with zeros failed; serving it anyway: %s", signature.name, e)
+            return signature
         raise LoadError(f"warm-up of signature '{signature.name}' failed: {e}") from None
     shapes = [tuple(a.shape) for a in first]
     if any(s.shape and s.shape[0] is None for s in signature.inputs):
@@ -206,10 +256,23 @@ def _warm_up(session: Session, signature: Signature) -> Signature:
                       for x, y in zip(first, second)]
         except EngineError:
             pass  # a graph that only takes batch 1; the shapes of the first run stand
+    if declared:
+        return signature
     outputs = tuple(
         TensorSpec(spec.alias, spec.tensor, arr.dtype, shape) for spec, arr, shape in zip(signature.outputs, first, shapes)
     )
-    return Signature(signature.name, signature.inputs, outputs)
+    return Signature(signature.name, signature.inputs, outputs, signature.method_name)
+
+
+def _load_graph(source: Path | bytes) -> tuple[Graph, dict[str, Signature], str, bool]:
+    """The graph, its declared signatures, its platform and whether it holds asset paths: a
+    directory is a SavedModel, a file or bytes a GraphDef."""
+    if isinstance(source, Path) and source.is_dir():
+        saved = load_saved_model(source, tags=("serve",))
+        # TF2 lists assets in asset_file_def, TF1 in a collection; either way they are files in assets/.
+        uses_assets = saved.assets_dir is not None and any(saved.assets_dir.iterdir())
+        return saved.graph, _declared_signatures(saved), SAVED_MODEL_PLATFORM, uses_assets
+    return load_graph(source), {}, GRAPHDEF_PLATFORM, False
 
 
 def load_servable(
@@ -223,14 +286,21 @@ def load_servable(
     on_batch: Callable[[BatchStats], None] | None = None,
 ) -> Servable:
     """Parse, check, resolve signatures and warm up; raises LoadError saying what is wrong.
+    `source` is a GraphDef (bytes, or a `model.pb[txt]` path) or a SavedModel directory.
     With `batching`, the servable gets a batch scheduler (started once everything else loaded)."""
     start = time.perf_counter()
     try:
-        graph = load_graph(source)
+        graph, declared, platform, uses_asset_paths = _load_graph(source)
         session = Session(graph, device="cpu", options=options)
     except GraphError as e:
         raise LoadError(str(e)) from None
-    signatures = {name: _warm_up(session, sig) for name, sig in _build_signatures(graph, config).items()}
+    except OSError as e:
+        raise LoadError(f"cannot read the model: {e}") from None
+    signatures = {name: _warm_up(session, sig, declared=True) for name, sig in declared.items()}
+    servable_declared = [name for name in declared if not name.startswith(_INTERNAL_SIGNATURE_PREFIX)]
+    if config.signatures or not servable_declared:
+        # config.yaml's signatures add to a SavedModel's, or replace those of the same name.
+        signatures.update((name, _warm_up(session, sig)) for name, sig in _build_signatures(graph, config).items())
     seconds = time.perf_counter() - start
     scheduler = None
     if batching is not None:
@@ -238,4 +308,4 @@ def load_servable(
             lambda feeds, fetches: session.run(list(fetches), dict(feeds)), batching, name=f"{model}-{version}", on_batch=on_batch
         )
     log.info("loaded %s version %d in %.3f s%s", model, version, seconds, " (batching)" if scheduler else "")
-    return Servable(model, version, session, signatures, seconds, scheduler)
+    return Servable(model, version, session, signatures, seconds, scheduler, platform, uses_asset_paths)

@@ -13,11 +13,13 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import PlanOptions, SessionOptions
+from service.archive import ArchiveLimits
 from service.batching import BatchingOptions
 
 __all__ = ["Settings", "is_loopback"]
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
 
 
 class Settings(BaseSettings):
@@ -26,7 +28,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TENSORGATE_", extra="ignore")
 
     model_repository: Path = Path("models")
-    """Directory holding `<model>/<version>/model.pb` (or `model.pbtxt`) and optional `<model>/config.yaml`."""
+    """Directory holding `<model>/<version>/` (a GraphDef `model.pb`/`model.pbtxt`, or a SavedModel) and
+    optional `<model>/config.yaml`."""
 
     host: str = "127.0.0.1"
     """Address to listen on. Beyond loopback, management needs `admin_token`."""
@@ -88,6 +91,17 @@ class Settings(BaseSettings):
     prun_timeout_s: float = Field(300.0, gt=0)
     """How long a partial run may sit idle (no step) before its handle expires and its state is dropped."""
 
+    archive_max_files: int = Field(10_000, ge=1)
+    """Most entries (files and directories) an uploaded version archive may hold; more get 413."""
+
+    archive_max_bytes: int = Field(4 * GiB, gt=0)
+    """Most bytes an uploaded version archive may expand to on disk; more get 413. The upload itself
+    is also a request body, limited by `max_request_bytes`."""
+
+    archive_max_ratio: float = Field(100.0, ge=1)
+    """Most bytes an uploaded archive may expand to per byte of archive (a zip or gzip bomb gets 413);
+    archives expanding to 16 MiB or less are not held to it."""
+
     log_level: str = "info"
     """uvicorn's log level."""
 
@@ -100,6 +114,10 @@ class Settings(BaseSettings):
             max_enqueued_batches=self.batching_max_enqueued_batches,
             num_batch_threads=self.batching_num_batch_threads,
         )
+
+    def archive_limits(self) -> ArchiveLimits:
+        """What an uploaded version archive may expand to."""
+        return ArchiveLimits(max_files=self.archive_max_files, max_bytes=self.archive_max_bytes, max_ratio=self.archive_max_ratio)
 
     def session_options(self) -> SessionOptions:
         """The options every model version's Session is built with."""

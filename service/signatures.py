@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TensorSpec", "Signature", "DEFAULT_SIGNATURE"]
+__all__ = ["TensorSpec", "Signature", "DEFAULT_SIGNATURE", "PREDICT_METHOD"]
 
 DEFAULT_SIGNATURE = "serving_default"
+PREDICT_METHOD = "tensorflow/serving/predict"
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,10 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Signature:
-    """A named set of inputs and outputs, both in declaration order."""
+    """A named set of inputs and outputs, both in declaration order. `method_name` is the
+    SignatureDef's (a SavedModel may declare classify or regress signatures, or none for its init op)."""
 
     name: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    method_name: str = PREDICT_METHOD

@@ -8,6 +8,7 @@ TensorFlow venv, by hand, and commit what it writes under tests/fixtures/.
     /work/tfvenv/bin/python tools/make_fixtures.py                 # every golden fixture
     /work/tfvenv/bin/python tools/make_fixtures.py --only ops/conv  # cases whose path contains it
     /work/tfvenv/bin/python tools/make_fixtures.py --bench          # large models -> bench/models/
+    /work/tfvenv/bin/python tools/make_fixtures.py --only saved_models/   # SavedModels (and bundles/)
 
 Expected outputs come from importing the very GraphDef written to disk into a fresh graph and running
 it in a v1 Session with Grappler turned off, so they are the outputs of the saved graph, op for op.
@@ -1243,6 +1244,624 @@ def _tf1_control_flow(b):
         tf1.enable_control_flow_v2()
 
 
+# === builder: graphs built with tensorgate's engine.builder ====================================================
+# engine.builder builds GraphDefs in Python without TensorFlow. Here TensorFlow imports what it wrote and runs
+# it, so the fixtures pin the engine to TensorFlow on builder graphs, and importing checks that the builder's
+# attrs are what TensorFlow's op definitions require. The builder's static shapes are checked against the
+# shapes TensorFlow infers on import. The engine is imported from the repository: this venv has what it
+# needs (numpy, protobuf, ml_dtypes), and tensorgate's protos live in their own package.
+
+
+def engine_builder():
+    """tensorgate's engine.builder module, imported from the repository."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from engine import builder
+
+    return builder
+
+
+class BuilderFeeds(Builder):
+    """Builder whose placeholders are engine.builder's: `b.feed(value, name)` inside a GraphBuilder."""
+
+    def feed(self, value, name: str, shape=None):
+        value = np.asarray(value)
+        t = engine_builder().placeholder(value.dtype, value.shape if shape is None else shape, name=name)
+        self.feeds.append((t.name, value))
+        return t
+
+
+def check_builder_shapes(graph) -> None:
+    """Each op output's dtype and static shape, as the builder worked them out, must agree with what
+    TensorFlow infers when it imports the GraphDef."""
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf1.import_graph_def(tf1.GraphDef.FromString(graph.as_graph_def().SerializeToString()), name="")
+    for op in graph.get_operations():
+        for t in op.outputs:
+            theirs = tf_graph.get_tensor_by_name(t.name)
+            if theirs.dtype.as_numpy_dtype != t.dtype and not (t.dtype == object and theirs.dtype == tf.string):
+                raise AssertionError(f"{t.name}: builder says {t.dtype}, TensorFlow {theirs.dtype.name}")
+            ours = tf.TensorShape(None if t.shape is None else list(t.shape))
+            if not ours.is_compatible_with(theirs.shape):
+                raise AssertionError(f"{t.name}: builder says shape {ours}, TensorFlow infers {theirs.shape}")
+
+
+def builder_case(path, description, *, rtol=1e-5, atol=1e-5):
+    """Register `fn(gb, b) -> tensor | [tensors]` as builder/<path>: `gb` is engine.builder, `b` a
+    BuilderFeeds; it builds in a fresh default GraphBuilder and the tensors it returns are fetched."""
+
+    def register(fn):
+        def make() -> Fixture:
+            gb = engine_builder()
+            b = BuilderFeeds(f"builder/{path}")
+            with gb.GraphBuilder().as_default():
+                outs = fn(gb, b)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            graph = outs[0].graph  # the example models build graphs of their own
+            check_builder_shapes(graph)
+            graph_def = tf1.GraphDef.FromString(graph.as_graph_def().SerializeToString(deterministic=True))
+            return Fixture(graph_def, b.feeds, [t.name for t in outs], description, rtol, atol)
+
+        CASES[f"builder/{path}"] = Spec(f"builder/{path}", make)
+        return fn
+
+    return register
+
+
+@builder_case("mlp", "engine.builder MLP: layers.dense with relu and tanh in name scopes, softmax, argmax")
+def _builder_mlp(gb, b):
+    x = b.feed(b.randn(5, 6), "x", shape=[None, 6])
+    with gb.name_scope("encoder"):
+        h = gb.layers.dense(x, b.randn(6, 16, scale=0.5), b.randn(16, scale=0.1), activation="relu")
+        h = gb.layers.dense(h, b.randn(16, 8, scale=0.5), b.randn(8, scale=0.1), activation="tanh")
+    logits = gb.layers.dense(h, b.randn(8, 3), b.randn(3, scale=0.1), name="logits")
+    return gb.softmax(logits, name="probabilities"), gb.argmax(logits, 1, name="class_id")
+
+
+@builder_case("cnn", "engine.builder CNN: conv2d SAME stride 2, explicit padding, dilation, depthwise, "
+              "max/avg pool SAME on odd sizes, relu6, flatten, log_softmax", rtol=1e-4)
+def _builder_cnn(gb, b):
+    images = b.feed(b.randn(2, 11, 11, 3), "images", shape=[None, 11, 11, 3])
+    h = gb.layers.conv2d(images, b.randn(3, 3, 3, 8, scale=0.4), b.randn(8, scale=0.1), strides=2,
+                         padding="SAME", activation="relu6")                                       # 11 -> 6
+    h = gb.depthwise_conv2d(h, b.randn(3, 3, 8, 2, scale=0.4), padding="SAME")                   # 6x6x16
+    h = gb.conv2d(h, b.randn(2, 2, 16, 8, scale=0.3), padding=[[1, 0], [0, 1]], name="explicit")  # 6
+    h = gb.conv2d(h, b.randn(3, 3, 8, 8, scale=0.3), padding="SAME", dilations=2, name="dilated")
+    a = gb.max_pool(h, 3, 2, "SAME")                                                              # 3
+    c = gb.avg_pool(gb.relu(h), 3, 2, "SAME")                                                     # 3, edges padded
+    h = gb.concat([a, c], axis=3)
+    features = gb.layers.flatten(h)                                                               # 3*3*16
+    logits = gb.layers.dense(features, b.randn(144, 5, scale=0.1), b.randn(5, scale=0.1))
+    return gb.log_softmax(logits, name="log_probs"), gb.reduce_mean(h, [1, 2], name="pooled")
+
+
+@builder_case("tensor_ops", "engine.builder shape and math ops: slicing, gather, transpose, stack, pad, fill, "
+              "reductions, batch matmul, unary math, broadcasting operators")
+def _builder_tensor_ops(gb, b):
+    x = b.feed(b.randn(4, 3, 5), "x", shape=[None, 3, 5])
+    idx = b.feed(np.array([2, 0, 1, 1], np.int32), "idx")
+    outs = [x[1], x[:, 1:, ::2], x[::-1, -1], x[..., None, 0], x[:2, ..., 1:4]]
+    outs += [gb.gather(x, idx, axis=1), gb.gather(x, [[0, 2], [1, 1], [2, 0], [0, 0]], axis=2, batch_dims=1)]
+    t = gb.transpose(x, [0, 2, 1])
+    outs += [t, gb.matmul(x, t), gb.matmul(x, b.randn(5, 2)), gb.stack([x[:, 0], x[:, 1]], axis=-1)]
+    outs += [gb.squeeze(gb.expand_dims(x, 1), [1]), gb.reshape(x, [-1, 15]), gb.pad(x, [[0, 0], [1, 2], [0, 1]])]
+    outs += [gb.fill([2, 3], 0.25) + gb.ones([3]) - gb.zeros([2, 1]), gb.constant(1.5, shape=[2, 2]) * 2]
+    outs += [gb.reduce_sum(x, [1, 2]), gb.reduce_max(x, -1, keepdims=True), gb.reduce_min(x), gb.argmin(x, 2),
+             gb.reduce_mean(x, 0)]
+    y = x * 0.5 + 1
+    outs += [gb.exp(y), gb.log(gb.square(y) + 1), gb.sqrt(abs(y)), gb.rsqrt(y * y + 1), y ** 2, -y,
+             gb.sigmoid(y), gb.tanh(y), gb.elu(y - 1), gb.leaky_relu(y - 1, 0.3), gb.maximum(x, y), gb.minimum(x, 0.0),
+             1.0 / (y * y + 1), gb.bias_add(x, b.randn(5))]
+    return outs
+
+
+@builder_case("int_arithmetic", "engine.builder integer ops: //, %, / (int32 divides as float64), casts")
+def _builder_int_arithmetic(gb, b):
+    k = b.feed(np.array([-7, 7, -7, 7, 0, -1, 6, -6, 5], np.int32), "k")
+    d = b.feed(np.array([2, 2, -2, -2, 3, 3, -3, 4, 7], np.int32), "d")
+    f = b.feed(np.array([-2.7, -0.5, 0.5, 2.7, 9.9, -9.9, 1e3, -1e3, 0.0], np.float32), "f")
+    return [k // d, k % d, k / d, k * 3 - d, -k, abs(k), gb.cast(f, "int32"), gb.cast(k, "float32") + f,
+            gb.cast(gb.relu(f), "int64"), gb.argmax(gb.stack([k, d]), 0, output_type="int32")]
+
+
+@builder_case("control", "engine.builder control: placeholder_with_default, control_dependencies, identity, group")
+def _builder_control(gb, b):
+    x = b.feed(b.randn(3), "x")
+    scale = gb.placeholder_with_default(np.float32(2.0), [], name="scale")
+    first = gb.no_op(name="first")
+    with gb.control_dependencies([first]):
+        y = gb.identity(x * scale, name="scaled")
+        with gb.control_dependencies([y]):
+            z = gb.identity(y + 1, name="shifted")
+    gb.group(y, z, name="all")
+    return y, z
+
+
+def _example_models():
+    """tools/make_example_models.py, imported (it needs only numpy and the engine)."""
+    import importlib.util
+
+    engine_builder()
+    spec = importlib.util.spec_from_file_location("make_example_models", ROOT / "tools" / "make_example_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@builder_case("half_plus_two", "models/half_plus_two as tools/make_example_models.py builds it")
+def _builder_half_plus_two(gb, b):
+    graph = _example_models().half_plus_two()
+    b.feeds.append(("x:0", np.array([1.0, 2.0, 5.0, -3.5], np.float32)))
+    return graph.get_tensor_by_name("y:0")
+
+
+@builder_case("iris_classifier", "models/iris_classifier version 1 as tools/make_example_models.py builds it")
+def _builder_iris_classifier(gb, b):
+    tool = _example_models()
+    features, labels = tool.iris_data()
+    graph = tool.iris_classifier(tool.fit_mlp(features, labels, seed=1))
+    b.feeds.append(("features:0", features[::10].astype(np.float32)))
+    return [graph.get_tensor_by_name("probabilities:0"), graph.get_tensor_by_name("class_id:0")]
+
+
+
+# === SavedModels and tensor bundles ==============================================================================
+# A SavedModel case is a directory `saved_models/<case>/` holding the SavedModel as `model/`, `signatures.json`
+# (for each signature: its inputs and outputs by alias, with the TensorInfo TensorFlow wrote) and `data.npz` (feeds
+# and TensorFlow's outputs). A bundle case `bundles/<case>/` holds a tensor bundle (`ckpt.index`,
+# `ckpt.data-*`) written by TensorFlow, `expected.json` and `expected.npz` (every tensor, by key). Neither holds a
+# case.json: they are not GraphDef cases. Expected outputs come from TensorFlow's TF1 SavedModel loader in a
+# Session with Grappler off: the way TensorFlow Serving loads and runs a SavedModel (restore op, then init op).
+
+SAVED_MODELS = FIXTURES / "saved_models"
+BUNDLES = FIXTURES / "bundles"
+
+
+@dataclass
+class SavedModelCase:
+    path: str
+    description: str
+    # Writes the SavedModel into the given directory; returns the feeds: signature -> alias -> array.
+    build: Callable[[Path, np.random.Generator], dict[str, dict[str, np.ndarray]]]
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    # For a model tensorgate must refuse: what its SavedModelError must say.
+    unsupported: str | None = None
+
+
+SAVED_MODEL_CASES: dict[str, SavedModelCase] = {}
+
+
+def saved_model_case(name, description, *, rtol=1e-5, atol=1e-5, unsupported=None):
+    # NOTE: models tensorgate must refuse live one level down, in saved_models/unsupported/, so that
+    # whoever serves every saved_models/*/ case does not pick them up.
+    def register(fn):
+        path = f"saved_models/unsupported/{name}" if unsupported else f"saved_models/{name}"
+        SAVED_MODEL_CASES[path] = SavedModelCase(path, description, fn, rtol, atol, unsupported)
+        return fn
+
+    return register
+
+
+def run_saved_model(model_dir: Path, feeds: dict[str, dict[str, np.ndarray]]):
+    """TensorFlow's outputs for each signature (signature -> alias -> array), and the SignatureDefs."""
+    graph = tf.Graph()
+    results = {}
+    with tf1.Session(graph=graph, config=session_config()) as sess:
+        meta_graph = tf1.saved_model.loader.load(sess, ["serve"], str(model_dir))
+        for name, signature_feeds in feeds.items():
+            sig = meta_graph.signature_def[name]
+            aliases = sorted(sig.outputs)
+            values = sess.run([sig.outputs[a].name for a in aliases],
+                              {sig.inputs[a].name: v for a, v in signature_feeds.items()})
+            results[name] = {a: (np.array(v, dtype=object) if sig.outputs[a].dtype == types_pb2.DT_STRING else
+                                 np.asarray(v)) for a, v in zip(aliases, values)}
+    return results, meta_graph
+
+
+def tensor_info_entry(alias: str, info, key: str, value: np.ndarray, assets: dict[str, str]) -> dict:
+    shape = None if info.tensor_shape.unknown_rank else [d.size for d in info.tensor_shape.dim]
+    entry = {"alias": alias, "key": key, "tensor": info.name, "tf_dtype": tf.as_dtype(info.dtype).name,
+             "shape": shape}
+    if dtype_name(value) in STORED_AS:
+        entry["dtype"] = dtype_name(value)
+    if value.dtype == object and value.ndim == 0 and value.item() in assets:
+        # An asset's path: TensorFlow's output is where the model was when this tool ran.
+        entry["asset"] = assets[value.item()]
+    return entry
+
+
+def write_saved_model_case(case: SavedModelCase) -> str:
+    out_dir = FIXTURES / case.path
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    seed = zlib.crc32(case.path.encode()) % (2**31)
+    keras.utils.set_random_seed(seed)
+    tf1.reset_default_graph()
+    feeds = case.build(out_dir / "model", np.random.default_rng(seed))
+    outputs, meta_graph = run_saved_model(out_dir / "model", feeds)
+    assets_dir = out_dir / "model" / "assets"
+    assets = {str(f).encode(): f.name for f in assets_dir.iterdir()} if assets_dir.is_dir() else {}
+    arrays, signatures = {}, []
+    for s, (name, signature_feeds) in enumerate(feeds.items()):
+        sig = meta_graph.signature_def[name]
+        inputs, fetched = [], []
+        for i, (alias, value) in enumerate(signature_feeds.items()):
+            inputs.append(tensor_info_entry(alias, sig.inputs[alias], f"s{s}_in{i}", value, {}))
+            arrays[f"s{s}_in{i}"] = to_storage(value)
+        for i, (alias, value) in enumerate(outputs[name].items()):
+            fetched.append(tensor_info_entry(alias, sig.outputs[alias], f"s{s}_out{i}", value, assets))
+            arrays[f"s{s}_out{i}"] = to_storage(value)
+        signatures.append({"name": name, "method_name": sig.method_name, "inputs": inputs, "outputs": fetched})
+    spec = {"description": case.description, "tags": list(meta_graph.meta_info_def.tags),
+            "signature_names": sorted(k for k in meta_graph.signature_def if k != "__saved_model_init_op"),
+            "signatures": signatures, "rtol": case.rtol, "atol": case.atol}
+    if case.unsupported:
+        spec["unsupported"] = case.unsupported
+    (out_dir / "signatures.json").write_text(json.dumps(spec, indent=2) + "\n")
+    np.savez_compressed(out_dir / "data.npz", **arrays)
+    size = sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
+    if case.unsupported:
+        return f"{len(signatures)} signature(s), {size / 1e3:.0f} kB; {check_refused(out_dir, case.unsupported)}"
+    frozen = check_frozen_saved_model(out_dir, spec, arrays)
+    return f"{len(signatures)} signature(s), {size / 1e3:.0f} kB; tensorgate's frozen graph {frozen}"
+
+
+_FREEZE = ("import engine,sys; from engine.saved_model import load_saved_model; "
+           "engine.save_graph(load_saved_model(sys.argv[1]).graph, sys.argv[2])")
+
+
+def check_refused(out_dir: Path, marker: str) -> str:
+    """tensorgate must refuse the model with a SavedModelError that says `marker`."""
+    if not engine_writer_available():
+        return "refusal not checked (engine not importable)"
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([str(ENGINE_PYTHON), "-c", _FREEZE, str(out_dir / "model"), str(Path(tmp, "x.pb"))],
+                              cwd=ROOT, capture_output=True, text=True)
+    last = (proc.stderr.strip().splitlines() or [""])[-1]
+    if proc.returncode == 0 or "SavedModelError" not in last or marker not in last:
+        raise RuntimeError(f"tensorgate should refuse it naming {marker}; it said: {last[:300] or 'nothing'}")
+    return f"tensorgate refuses it: {last.partition(': ')[2][:120]}"
+
+
+def check_frozen_saved_model(out_dir: Path, spec: dict, arrays: dict[str, np.ndarray]) -> str:
+    """Freeze the SavedModel with tensorgate (variables to Consts, calls inlined), then run that GraphDef in
+    TensorFlow: every signature must give exactly TensorFlow's outputs from the SavedModel."""
+    if not engine_writer_available():
+        return "not checked (engine not importable)"
+    with tempfile.TemporaryDirectory() as tmp:
+        frozen = Path(tmp, "frozen.pb")
+        proc = subprocess.run([str(ENGINE_PYTHON), "-c", _FREEZE, str(out_dir / "model"), str(frozen)], cwd=ROOT,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError("tensorgate cannot load it: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:300])
+        graph_def = read_graph_def(frozen)
+    for sig in spec["signatures"]:
+        feeds = [(e["tensor"], arrays[e["key"]]) for e in sig["inputs"]]
+        feeds = [(name, v.astype(object) if v.dtype.kind == "S" else v) for name, v in feeds]
+        got = run_graph_def(graph_def, feeds, [e["tensor"] for e in sig["outputs"]])
+        for entry, value in zip(sig["outputs"], got):
+            want = arrays[entry["key"]]
+            if entry.get("dtype") == "string":
+                want = want.astype(object)
+            if not same_values(value, want):
+                raise RuntimeError(f"TensorFlow running tensorgate's frozen graph: {sig['name']}/{entry['alias']} differs")
+    return "runs in TensorFlow with identical outputs"
+
+
+def vocab_file() -> str:
+    """A small asset for SavedModels to copy into their assets/."""
+    path = Path(tempfile.gettempdir()) / "tensorgate_fixtures" / "vocab.txt"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("alpha\nbeta\ngamma\n")
+    return str(path)
+
+
+class _Scorer(tf.Module):
+    """A tf.Module with variables of several dtypes and two signatures, one returning a dict."""
+
+    def __init__(self, rng):
+        super().__init__()
+        self.w = tf.Variable(rng.standard_normal((4, 3)).astype(np.float32), name="w")
+        self.b = tf.Variable(rng.standard_normal(3).astype(np.float32), name="b")
+        self.scale = tf.Variable(np.float64(0.5), name="scale")
+        self.offset = tf.Variable(np.array([1.5, -2.25, 0.125], np.float16), name="offset")
+        self.mask = tf.Variable(np.array([True, False, True]), name="mask")
+        self.count = tf.Variable(np.int64(7), name="count")
+        self.label = tf.Variable(b"scores-v1", name="label")
+        self.vocab = tf.saved_model.Asset(vocab_file())
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def predict(self, x):
+        logits = tf.matmul(x, self.w) + self.b
+        logits = logits * tf.cast(self.scale, tf.float32) + tf.cast(self.offset, tf.float32)
+        masked = tf.where(self.mask, logits, tf.zeros_like(logits))
+        return {"scores": tf.nn.softmax(masked), "total": tf.reduce_sum(logits, axis=1) + tf.cast(self.count, tf.float32)}
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32, name="n")])
+    def describe(self, n):
+        return {"labels": tf.fill([n], self.label), "count": self.count * tf.cast(n, tf.int64),
+                "vocab": self.vocab.asset_path}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="ids")])
+    def embed(self, ids):
+        # A gather straight from a variable is a ResourceGather.
+        return {"rows": tf.nn.embedding_lookup(self.w, ids)}
+
+
+@saved_model_case("module", "tf.Module saved with tf.saved_model.save: variables of float32, float64, float16, "
+                  "bool, int64 and string; serving_default returns a dict of two outputs; a second signature "
+                  "'describe' returns the string variable, the int64 one and an asset's path; 'embed' gathers "
+                  "rows of a variable (ResourceGather)")
+def _module_saved_model(path: Path, rng):
+    module = _Scorer(rng)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.predict,
+                                                       "describe": module.describe, "embed": module.embed})
+    return {"serving_default": {"x": rng.standard_normal((3, 4)).astype(np.float32)},
+            "describe": {"n": np.int32(2)}, "embed": {"ids": np.array([3, 0, 3, 1], np.int32)}}
+
+
+@saved_model_case("keras_cnn", "Keras 3 CNN (Conv2D, BatchNormalization, ReLU, pooling, Dense softmax) exported "
+                  "with model.export(): signatures 'serve' and 'serving_default'")
+def _keras_saved_model(path: Path, rng):
+    L = keras.layers
+    inp = keras.Input((12, 12, 3), name="image")
+    h = L.Conv2D(8, 3, padding="same", use_bias=False)(inp)
+    h = L.BatchNormalization()(h)
+    h = L.ReLU()(h)
+    h = L.DepthwiseConv2D(3, strides=2, padding="same")(h)
+    h = L.BatchNormalization()(h)
+    h = L.ReLU()(h)
+    h = L.GlobalAveragePooling2D()(h)
+    h = L.Dense(16, activation="relu")(h)
+    model = keras.Model(inp, L.Dense(5, activation="softmax")(h))
+    randomize_batch_norm(model, rng)
+    model.export(str(path), verbose=False)
+    image = rng.standard_normal((2, 12, 12, 3)).astype(np.float32)
+    return {"serving_default": {"image": image}, "serve": {"image": image[:1]}}
+
+
+@saved_model_case("tf1_saver", "TF1 graph saved with tf.compat.v1.saved_model.Builder: VariableV2 weights "
+                  "restored by save/restore_all, a resource variable, and a main op that stores an asset's path "
+                  "(fed by the loader) in a string variable, which the 'asset' signature returns")
+def _tf1_saved_model(path: Path, rng):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf1.Variable(rng.standard_normal((3, 2)).astype(np.float32), name="w", use_resource=False)
+        b = tf1.Variable(rng.standard_normal(2).astype(np.float32), name="b", use_resource=False)
+        steps = tf1.Variable(np.int32(3), name="steps", use_resource=False)
+        scale = tf1.Variable(np.float32(2.0), name="scale", use_resource=True)
+        hidden = tf.nn.relu(tf.matmul(x, w) + b)
+        y = tf.identity(hidden * scale, name="y")
+        total = tf.identity(tf.reduce_sum(y, axis=1) * tf.cast(steps, tf.float32), name="total")
+        # The loader feeds the asset tensor its path when it runs the main op, which stores it in a variable.
+        asset = tf.constant(vocab_file(), name="asset_path")
+        tf1.add_to_collection(tf1.GraphKeys.ASSET_FILEPATHS, asset)
+        vocab_path = tf1.Variable(b"", name="vocab_path", use_resource=False)
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            builder = tf1.saved_model.Builder(str(path))
+            predict = tf1.saved_model.predict_signature_def({"x": x}, {"y": y, "total": total})
+            asset_sig = tf1.saved_model.predict_signature_def({"x": x}, {"path": tf.identity(vocab_path, "path")})
+            builder.add_meta_graph_and_variables(
+                sess, ["serve"], signature_def_map={"serving_default": predict, "asset": asset_sig},
+                assets_collection=tf1.get_collection(tf1.GraphKeys.ASSET_FILEPATHS),
+                main_op=tf.group(tf1.assign(vocab_path, asset), tf1.tables_initializer(), name="main_op"),
+                strip_default_attrs=True)
+            builder.save()
+    x_value = rng.standard_normal((4, 3)).astype(np.float32)
+    return {"serving_default": {"x": x_value}, "asset": {"x": x_value}}
+
+
+@saved_model_case("tf1_partitioned", "TF1 graph with partitioned variables (fixed_size_partitioner): each part is "
+                  "a variable restored from a slice of one checkpoint tensor (RestoreV2 slice specs), as VariableV2 "
+                  "and as resource variables")
+def _tf1_partitioned_saved_model(path: Path, rng):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 10], name="x")
+        w = tf1.get_variable("w", [10, 4], partitioner=tf1.fixed_size_partitioner(3), use_resource=False,
+                             initializer=tf1.random_normal_initializer(seed=1))
+        table = tf1.get_variable("table", [9, 3], partitioner=tf1.fixed_size_partitioner(2), use_resource=True,
+                                 initializer=tf1.random_normal_initializer(seed=2))
+        y = tf.matmul(x, w)
+        rows = tf.concat(list(table), axis=0)
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            tf1.saved_model.simple_save(sess, str(path), inputs={"x": x}, outputs={"y": y, "rows": rows})
+    return {"serving_default": {"x": rng.standard_normal((2, 10)).astype(np.float32)}}
+
+
+class _Decay(tf.Module):
+    def __init__(self, rng):
+        super().__init__()
+        self.step = tf.Variable(rng.standard_normal(3).astype(np.float32), name="step")
+        self.decay = tf.Variable(np.float32(0.75), name="decay")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x"),
+                                  tf.TensorSpec([], tf.int32, name="n")])
+    def run(self, x, n):
+        def body(i, acc):
+            acc = tf.cond(i % 2 == 0, lambda: acc * self.decay + self.step, lambda: acc - self.step)
+            return i + 1, acc
+
+        _, acc = tf.while_loop(lambda i, acc: i < n, body, [tf.constant(0), x])
+        return {"y": acc}
+
+
+@saved_model_case("while_variable", "tf.Module whose tf.while_loop body reads two variables, one of them inside a "
+                  "tf.cond: a functional While (and If) taking the variables as resource inputs")
+def _while_saved_model(path: Path, rng):
+    module = _Decay(rng)
+    tf.saved_model.save(module, str(path), signatures=module.run)
+    return {"serving_default": {"x": rng.standard_normal((2, 3)).astype(np.float32), "n": np.int32(5)}}
+
+
+class _Vocabulary(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64)), -1)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="words")])
+    def lookup(self, words):
+        return {"ids": self.table.lookup(words)}
+
+
+@saved_model_case("lookup_table", "tf.Module with a StaticHashTable (HashTableV2, initialized by the init op): "
+                  "tensorgate refuses it, naming the table ops", unsupported="HashTableV2")
+def _lookup_saved_model(path: Path, rng):
+    module = _Vocabulary()
+    tf.saved_model.save(module, str(path), signatures=module.lookup)
+    return {"serving_default": {"words": np.array([b"a", b"c", b"b"], dtype=object)}}
+
+
+class _Counter(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.count = tf.Variable(np.int64(0), name="count")
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int64, name="step")])
+    def tick(self, step):
+        return {"count": self.count.assign_add(step)}
+
+
+@saved_model_case("assigns_variable", "tf.Module whose signature assigns a variable (assign_add): tensorgate "
+                  "serves frozen variables only and refuses it, naming the op", unsupported="AssignAddVariableOp")
+def _counter_saved_model(path: Path, rng):
+    module = _Counter()
+    tf.saved_model.save(module, str(path), signatures=module.tick)
+    return {"serving_default": {"step": np.int64(3)}}
+
+
+# --- tensor bundles ----------------------------------------------------------------------------------------------------
+
+
+def _bundle_tensors(rng) -> dict[str, np.ndarray]:
+    import ml_dtypes
+
+    return {
+        "float32": rng.standard_normal((3, 4)).astype(np.float32),
+        "float64": rng.standard_normal((2, 2, 2)),
+        "float16": rng.standard_normal(5).astype(np.float16),
+        "bfloat16": rng.standard_normal((2, 3)).astype(ml_dtypes.bfloat16),
+        "int8": rng.integers(-128, 128, 6).astype(np.int8),
+        "int16": rng.integers(-30000, 30000, 6).astype(np.int16),
+        "int32": rng.integers(-2**31, 2**31, (2, 3)).astype(np.int32),
+        "int64": rng.integers(-2**62, 2**62, 4).astype(np.int64),
+        "uint8": rng.integers(0, 256, 7).astype(np.uint8),
+        "uint16": rng.integers(0, 65536, 3).astype(np.uint16),
+        "uint32": rng.integers(0, 2**32, 3).astype(np.uint32),
+        "uint64": rng.integers(0, 2**63, 3).astype(np.uint64),
+        "bool": rng.random((2, 5)) > 0.5,
+        "complex64": (rng.standard_normal(3) + 1j * rng.standard_normal(3)).astype(np.complex64),
+        "complex128": rng.standard_normal((2, 2)) + 1j * rng.standard_normal((2, 2)),
+        "scalar": np.float32(3.25),
+        "empty": np.zeros((0, 3), np.float32),
+        "string": np.array([b"alpha", b"", "\u00fcnicode \u2713".encode(), b"x" * 300, b"\x00\xff binary"], dtype=object),
+        "string_matrix": np.array([[b"a", b"bb"], [b"ccc", b""]], dtype=object),
+        "string_scalar": np.array(b"only one", dtype=object),
+        "nested/name with spaces/.ATTRIBUTES/VARIABLE_VALUE": np.arange(4, dtype=np.int32),
+    }
+
+
+def write_bundle_expected(out_dir: Path, tensors: dict[str, np.ndarray]) -> None:
+    entries, arrays = [], {}
+    for i, (key, value) in enumerate(tensors.items()):
+        value = np.asarray(value)
+        entry = {"key": key, "npz": f"t{i}", "tf_dtype": dtype_name(value)}
+        if dtype_name(value) in STORED_AS:
+            entry["dtype"] = dtype_name(value)
+        entries.append(entry)
+        arrays[f"t{i}"] = to_storage(value)
+    (out_dir / "expected.json").write_text(json.dumps({"prefix": "ckpt", "tensors": entries}, indent=2) + "\n")
+    np.savez_compressed(out_dir / "expected.npz", **arrays)
+
+
+def read_back(prefix: Path, keys) -> dict[str, np.ndarray]:
+    """What TensorFlow reads from the bundle (the referee for expected.npz)."""
+    reader = tf.train.load_checkpoint(str(prefix))
+    out = {}
+    for key in keys:
+        value = reader.get_tensor(key)
+        out[key] = np.array(value, dtype=object) if isinstance(value, bytes) or getattr(value, "dtype", None) == object \
+            else np.asarray(value)
+    return out
+
+
+def _bundle_all_dtypes(out_dir: Path, rng) -> dict[str, np.ndarray]:
+    tensors = _bundle_tensors(rng)
+    names = list(tensors)
+    tf.raw_ops.SaveV2(prefix=str(out_dir / "ckpt"), tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(v) for v in tensors.values()])
+    return read_back(out_dir / "ckpt", names)
+
+
+def _bundle_sharded(out_dir: Path, rng) -> dict[str, np.ndarray]:
+    # NOTE: a size-capped sharding policy spreads the tensors over several data files and splits the big
+    # one into slices (stored under OrderedCode slice keys), as TensorFlow does for large checkpoints.
+    checkpoint = tf.train.Checkpoint(
+        weights=tf.Variable(np.arange(400, dtype=np.float64).reshape(20, 20)),
+        bias=tf.Variable(rng.standard_normal(300).astype(np.float32)),
+        words=tf.Variable([b"w" * 200, b"v", b""]),
+        step=tf.Variable(np.int64(42)))
+    policy = tf.train.experimental.MaxShardSizePolicy(max_shard_size=1500)
+    checkpoint.write(str(out_dir / "ckpt"), options=tf.train.CheckpointOptions(experimental_sharding_callback=policy))
+    keys = [k for k, _ in tf.train.list_variables(str(out_dir / "ckpt")) if k != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+    return read_back(out_dir / "ckpt", keys)
+
+
+def _bundle_partitioned(out_dir: Path, rng) -> dict[str, np.ndarray]:
+    # One SaveV2 call given two slices of one tensor writes one entry listing the slices, and each slice under
+    # its own key; starts and lengths past 63 take more than one byte in those keys.
+    top, bottom = rng.standard_normal((130, 2)).astype(np.float32), rng.standard_normal((70, 2)).astype(np.float32)
+    words = np.array([b"a", b"bb", b"ccc", b"dddd"], dtype=object)
+    tf.raw_ops.SaveV2(prefix=str(out_dir / "ckpt"), tensor_names=["part", "part", "words", "words"],
+                      shape_and_slices=["200 2 0,130:-", "200 2 130,70:-", "4 0,1", "4 1,3"],
+                      tensors=[tf.constant(top), tf.constant(bottom), tf.constant(words[:1]), tf.constant(words[1:])])
+    return {"part": np.concatenate([top, bottom]), "words": words}
+
+
+BUNDLE_CASES = {"bundles/all_dtypes": _bundle_all_dtypes, "bundles/sharded": _bundle_sharded,
+                "bundles/partitioned": _bundle_partitioned}
+
+
+def write_bundle_case(path: str) -> str:
+    out_dir = FIXTURES / path
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    tensors = BUNDLE_CASES[path](out_dir, np.random.default_rng(zlib.crc32(path.encode())))
+    write_bundle_expected(out_dir, tensors)
+    files = sorted(p.name for p in out_dir.iterdir())
+    return f"{len(tensors)} tensors; {', '.join(files)}"
+
+
+def make_saved_model_fixtures(only: str | None) -> int:
+    """Write the SavedModel and bundle cases whose path contains `only` (all when None)."""
+    failures = 0
+    jobs = [(p, lambda p=p: write_bundle_case(p)) for p in BUNDLE_CASES]
+    jobs += [(p, lambda c=c: write_saved_model_case(c)) for p, c in SAVED_MODEL_CASES.items()]
+    for path, job in jobs:
+        if only is not None and only not in path:
+            continue
+        try:
+            status, detail = "ok", job()
+        except Exception as e:  # noqa: BLE001
+            shutil.rmtree(FIXTURES / path, ignore_errors=True)
+            status, detail = "error", f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+            failures += 1
+        print(f"{status:>17}  {path}  {detail}", flush=True)
+    if only is None:
+        wanted = set(BUNDLE_CASES) | set(SAVED_MODEL_CASES)
+        marked = [*BUNDLES.rglob("expected.json"), *SAVED_MODELS.rglob("signatures.json")]
+        for stale in sorted({m.parent for m in marked if m.parent.relative_to(FIXTURES).as_posix() not in wanted}):
+            shutil.rmtree(stale)
+            print(f"removed stale {stale.relative_to(FIXTURES).as_posix()}")
+    return failures
+
+
 # === the driver ================================================================================================
 
 
@@ -1282,6 +1901,7 @@ def make_fixtures(only: str | None) -> int:
         print(f"{status:>17}  {spec.path}  {detail}", flush=True)
     if only is None:
         prune_stale(set(CASES))
+    failures += make_saved_model_fixtures(only)
     total = sum(p.stat().st_size for p in FIXTURES.rglob("*") if p.is_file())
     print(f"{len(chosen)} cases, {failures} failures; tests/fixtures holds {total / 1e6:.2f} MB")
     return 1 if failures else 0
@@ -1390,7 +2010,7 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="list the case paths and exit")
     args = parser.parse_args(argv)
     if args.list:
-        print("\n".join(CASES))
+        print("\n".join([*CASES, *BUNDLE_CASES, *SAVED_MODEL_CASES]))
         return 0
     return make_bench(args.only) if args.bench else make_fixtures(args.only)
 
