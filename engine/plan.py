@@ -1,7 +1,8 @@
 """A plan: one signature of a graph compiled into plain data that a short loop executes.
 
 Before planning, the signature's pruned graph goes through the optimization passes (engine.passes:
-constant folding, affine folding, fusion). A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for outputs nobody reads;
+constant folding, arithmetic simplification, batch-norm and affine folding, common subexpressions,
+fusion, dead nodes). A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for outputs nobody reads;
 constants (Const nodes and everything folded from them at build time) sit in preset slots; feeds are
 written into their slots before the loop; each instruction calls a bound kernel on its input slots,
 stores its outputs, and frees the slots it was the last reader of. Identity-like ops and NoOps never
@@ -44,8 +45,9 @@ class PlanOptions:
     constant_folding: bool = True
     # A folded result larger than this stays a runtime instruction (e.g. a huge Fill of zeros).
     constant_folding_max_bytes: int = 16 * 1024 * 1024
-    # Rewrites that change which kernels run, never the results beyond float rounding: per-channel
-    # affine chains folded into conv/matmul weights, bias and activation fused into them.
+    # Rewrites that change which kernels run, never the results beyond float rounding: every pass of
+    # engine.passes after constant folding (simplification, batch-norm/affine folding into weights,
+    # common subexpressions, bias/activation fusion, dead-node removal).
     optimize: bool = True
     # A loop (v1 frames or a functional While) that runs more iterations than this fails with
     # LoopLimitError instead of running away.

@@ -17,15 +17,14 @@ from typing import Any
 import numpy as np
 
 from engine import dtypes, validate
-from engine.graph import Graph, TensorRef, parse_tensor_name
-from engine.passes import PIPELINE, PassContext, optimize
 from engine.dataflow import ROOT_FRAME, loop_frames
 from engine.errors import GraphError
+from engine.graph import Graph, TensorRef, parse_tensor_name
+from engine.passes import PIPELINE, PassContext, optimize
 from engine.plan import PLACEHOLDER_OPS, format_shape
 from engine.prune import prune_to_signature
 from kernels.control_flow import CONTROL_FLOW_OPS, ENTER_OPS, SWITCH_OPS
 from kernels.core import IDENTITY_OPS
-from engine.prune import prune_to_signature
 
 __all__ = [
     "GraphSummary",
@@ -72,6 +71,9 @@ def graph_inputs(graph: Graph) -> list[TensorInfo]:
 
 
 _LOOP_CALL_OPS = frozenset({"While", "StatelessWhile"})
+# Batch norm's outputs after y are batch statistics for training; an inference graph never means
+# them as results (and listing them would keep the optimizer from folding the batch norm away).
+_FIRST_OUTPUT_ONLY = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
 _NOT_RESULT_SOURCES = SWITCH_OPS | {"Const"}
 
 
@@ -80,7 +82,8 @@ def graph_outputs(graph: Graph) -> list[TensorRef]:
 
     Left out: placeholders, constants and NoOps; values that cannot be fetched or are bookkeeping of
     control flow (anything inside a loop; the outputs of Switch, Merge, Enter, Exit, NextIteration,
-    LoopCond and functional While, which loops leave unconsumed by the dozen; the identities of a
+    LoopCond and functional While, which loops leave unconsumed by the dozen; FusedBatchNorm's batch
+    statistics, which only training reads; the identities of a
     Switch that pivot a conditional's branches); and identities of constants, which freezing leaves
     behind for every variable read.
     """
@@ -94,7 +97,7 @@ def graph_outputs(graph: Graph) -> list[TensorRef]:
             continue  # a functional loop's unread outputs are its counters and bookkeeping
         if node.op in IDENTITY_OPS and node.inputs and graph.node(node.inputs[0].node).op in _NOT_RESULT_SOURCES:
             continue
-        for i in range(graph.output_counts[node.name]):
+        for i in range(1 if node.op in _FIRST_OUTPUT_ONLY else graph.output_counts[node.name]):
             ref = TensorRef(node.name, i)
             if ref not in consumed:
                 outputs.append(ref)

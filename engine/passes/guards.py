@@ -2,9 +2,10 @@
 
 An *opaque* node routes values between frames or branches (TensorFlow's v1 control flow: Switch,
 Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger), calls a function of the library (If,
-While, PartitionedCall and their variants), has an effect (a stateful kernel), or has no kernel we
-know, or is a placeholder (its value comes from the run, not from its inputs). Passes never fold, merge, rewrite or remove an opaque node, and never look through one: its
-outputs are as good as unknown.
+While, PartitionedCall and their variants), has an effect or holds state (a stateful kernel, or an op
+of a family TensorFlow marks stateful), has no kernel we know, or is a placeholder (its value comes
+from the run, not from its inputs). Passes never fold, merge, rewrite or remove an opaque node, and
+never look through one: its outputs are as good as unknown.
 
     >>> is_opaque(graph.node("while/Merge"))
     True
