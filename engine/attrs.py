@@ -12,7 +12,7 @@ from typing import Any
 from engine import dtypes
 from engine.proto import attr_value_pb2, tensor_shape_pb2
 
-__all__ = ["decode_attr", "decode_shape"]
+__all__ = ["decode_attr", "decode_shape", "decode_node_attrs"]
 
 
 def decode_shape(shape: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] | None:
@@ -74,3 +74,15 @@ def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
         return tuple(lst.func)
     return ()
 
+
+def decode_node_attrs(node_def: Any) -> dict[str, Any]:
+    """Every attr of a NodeDef decoded; InvalidAttrError naming the node and attr when one cannot be."""
+    from engine.errors import InvalidAttrError  # errors is imported by modules this one serves
+
+    attrs = {}
+    for key, value in node_def.attr.items():
+        try:
+            attrs[key] = decode_attr(value)
+        except ValueError as e:
+            raise InvalidAttrError(node_def.name, node_def.op, key, f"cannot be decoded: {e}") from None
+    return attrs

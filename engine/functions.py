@@ -21,11 +21,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from engine import dtypes, validate
-from engine.attrs import decode_attr
+from engine.attrs import decode_node_attrs
 from engine.errors import ExecutionError, GraphError, InvalidAttrError, InvalidInputError, LoopLimitError
 from engine.graph import Graph, Node, TensorRef
 from engine.op_outputs import OUTPUT_ARGS
-from engine.proto import function_pb2, node_def_pb2
+from engine.proto import function_pb2
 from kernels.functional import CALL_OPS, IF_OPS, WHILE_OPS
 
 __all__ = [
@@ -174,16 +174,6 @@ def _flat_input(text: str, producers: Mapping[str, Node]) -> str:
     raise ValueError(f"op {producer.op} has no output named '{arg}'")
 
 
-def _decode_attrs(node_def: node_def_pb2.NodeDef) -> dict[str, Any]:
-    attrs = {}
-    for key, value in node_def.attr.items():
-        try:
-            attrs[key] = decode_attr(value)
-        except ValueError as e:
-            raise InvalidAttrError(node_def.name, node_def.op, key, f"cannot be decoded: {e}") from None
-    return attrs
-
-
 def _is_concrete(arg) -> bool:
     return bool(arg.type) and not arg.number_attr and not arg.type_list_attr
 
@@ -197,7 +187,7 @@ def _arg_placeholder(arg) -> Node:
 
 def _decode_body(fdef: function_pb2.FunctionDef) -> list[Node]:
     nodes = [_arg_placeholder(arg) for arg in fdef.signature.input_arg]
-    body = [(nd, _decode_attrs(nd)) for nd in fdef.node_def]
+    body = [(nd, decode_node_attrs(nd)) for nd in fdef.node_def]
     producers = {nd.name: Node(nd.name, nd.op, (), (), "", attrs) for nd, attrs in body}
     for nd, attrs in body:
         inputs, controls = [], []

@@ -15,8 +15,8 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from engine import functions, validate
-from engine.attrs import decode_attr
-from engine.errors import GraphParseError, InvalidAttrError, InvalidInputError, UnsupportedOpError
+from engine.attrs import decode_node_attrs
+from engine.errors import GraphParseError, InvalidInputError, UnsupportedOpError
 from engine.functions import Function
 from engine.graph import Graph, Node, parse_tensor_name
 from engine.proto import graph_pb2, node_def_pb2
@@ -80,13 +80,7 @@ def _decode_node(node_def: node_def_pb2.NodeDef) -> Node:
             inputs.append(parse_tensor_name(name))
         except ValueError as e:
             raise InvalidInputError(node_def.name, name, str(e)) from None
-    attrs = {}
-    for key, value in node_def.attr.items():
-        try:
-            attrs[key] = decode_attr(value)
-        except ValueError as e:
-            raise InvalidAttrError(node_def.name, node_def.op, key, f"cannot be decoded: {e}") from None
-    return Node(node_def.name, node_def.op, tuple(inputs), tuple(controls), node_def.device, attrs)
+    return Node(node_def.name, node_def.op, tuple(inputs), tuple(controls), node_def.device, decode_node_attrs(node_def))
 
 
 def _check_supported(nodes: tuple[Node, ...], called: Mapping[str, Function]) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import kernels
 from engine import dtypes, functions
 from engine.dataflow import DataflowPlan, compile_dataflow
-from engine.errors import ExecutionError, UnfedPlaceholderError, UnknownTensorError
+from engine.errors import UnfedPlaceholderError, UnknownTensorError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
 from engine.passes import PassContext, optimize, pipeline_names
 from engine.prune import prune_to_signature

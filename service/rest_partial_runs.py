@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from service.auth import require_api
-from service.bodies import read_body
+from service.bodies import json_body_doc, read_body
 from service.codecs import tfserving
 from service.dataplane import DataPlane, check_input
 from service.errors import BadRequest
@@ -33,43 +33,23 @@ PROTOCOL = "partial_run"
 _SETUP_KEYS = ("feeds", "fetches", "targets", "signature_name")
 _STEP_KEYS = ("inputs", "outputs")
 
-_SETUP_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "feeds": {"type": "array", "items": {"type": "string"}, "description": "input aliases or graph tensors fed over the steps"},
-                        "fetches": {"type": "array", "items": {"type": "string"}, "description": "output aliases or graph tensors fetched over the steps"},
-                        "targets": {"type": "array", "items": {"type": "string"}, "description": "nodes run for effect"},
-                        "signature_name": {"type": "string", "default": "serving_default"},
-                    },
-                },
-                "example": {"feeds": ["a", "b"], "fetches": ["h", "y"]},
-            }
-        },
-    }
-}
+_SETUP_BODY = json_body_doc(
+    {
+        "feeds": {"type": "array", "items": {"type": "string"}, "description": "input aliases or graph tensors fed over the steps"},
+        "fetches": {"type": "array", "items": {"type": "string"}, "description": "output aliases or graph tensors fetched over the steps"},
+        "targets": {"type": "array", "items": {"type": "string"}, "description": "nodes run for effect"},
+        "signature_name": {"type": "string", "default": "serving_default"},
+    },
+    example={"feeds": ["a", "b"], "fetches": ["h", "y"]},
+)
 
-_STEP_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "inputs": {"type": "object", "description": "declared feeds not fed yet: name -> tensor"},
-                        "outputs": {"type": "array", "items": {"type": "string"}, "description": "declared fetches to compute now"},
-                    },
-                },
-                "example": {"inputs": {"a": [1.0, 2.0]}, "outputs": ["h"]},
-            }
-        },
-    }
-}
+_STEP_BODY = json_body_doc(
+    {
+        "inputs": {"type": "object", "description": "declared feeds not fed yet: name -> tensor"},
+        "outputs": {"type": "array", "items": {"type": "string"}, "description": "declared fetches to compute now"},
+    },
+    example={"inputs": {"a": [1.0, 2.0]}, "outputs": ["h"]},
+)
 
 
 def _plane(request: Request) -> DataPlane:

@@ -13,7 +13,7 @@ from engine import dtypes
 from engine.proto import types_pb2
 from service.archive import ARCHIVE_CONTENT_TYPES, archive_kind
 from service.auth import require_admin, require_api
-from service.bodies import parse_json, read_body, wait_for_disconnect
+from service.bodies import json_body_doc, parse_json, read_body, wait_for_disconnect
 from service.codecs import tfserving
 from service.dataplane import DataPlane
 from service.batching import QueueFull
@@ -25,24 +25,14 @@ __all__ = ["router", "parse_version"]
 
 router = APIRouter(tags=["TensorFlow Serving REST"])
 
-_PREDICT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "signature_name": {"type": "string", "default": "serving_default"},
-                        "instances": {"type": "array", "description": "row format: one entry per example"},
-                        "inputs": {"description": "columnar format: a tensor, or an object alias -> tensor"},
-                    },
-                },
-                "example": {"instances": [1.0, 2.0, 5.0]},
-            }
-        },
-    }
-}
+_PREDICT_BODY = json_body_doc(
+    {
+        "signature_name": {"type": "string", "default": "serving_default"},
+        "instances": {"type": "array", "description": "row format: one entry per example"},
+        "inputs": {"description": "columnar format: a tensor, or an object alias -> tensor"},
+    },
+    example={"instances": [1.0, 2.0, 5.0]},
+)
 
 
 def parse_version(version: str) -> int:
