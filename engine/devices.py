@@ -23,7 +23,21 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["DeviceError", "parse_device", "canonical_device", "device_kind", "array_module", "gpu_available"]
+__all__ = [
+    "DeviceError",
+    "array_module",
+    "canonical_device",
+    "device_kind",
+    "gpu_available",
+    "gpu_count",
+    "is_device_array",
+    "parse_device",
+    "resolve_device",
+    "session_devices",
+    "to_device",
+    "to_host",
+    "try_parse_device",
+]
 
 _SHORT = re.compile(r"^(cpu|gpu)(?::(\d+))?$", re.IGNORECASE)
 _TF = re.compile(r"(?:^|/)device:(CPU|GPU)(?::(\d+|\*))?$", re.IGNORECASE)
@@ -87,3 +101,84 @@ def array_module(spec: str) -> ModuleType:
         raise DeviceError(f"device '{spec}' is not available: the GPU backend needs cupy and a CUDA device "
                           "(pip install 'tensorgate[gpu]')")
     return cp
+
+
+def try_parse_device(spec: str) -> str | None:
+    """The canonical name of `spec`, or None when it is empty or not a device name (a NodeDef's
+    `device` field may hold anything, e.g. `/job:worker/task:3`, and is then ignored)."""
+    if not spec:
+        return None
+    try:
+        return canonical_device(spec)
+    except DeviceError:
+        return None
+
+
+def session_devices(device: str, logical_cpus: int = 1) -> tuple[str, ...]:
+    """The devices a session has: `cpu:0` .. `cpu:{logical_cpus-1}`, plus `device` when it is a GPU.
+
+    A CPU session never uses a GPU, even when nodes are pinned to one: GPUs are the caller's to choose.
+    """
+    if logical_cpus < 1:
+        raise DeviceError(f"logical_cpus must be at least 1, got {logical_cpus}")
+    devices = [f"cpu:{i}" for i in range(logical_cpus)]
+    if device_kind(device) == "gpu":
+        devices.append(canonical_device(device))
+    return tuple(devices)
+
+
+def resolve_device(spec: str, logical_cpus: int = 1) -> str:
+    """The canonical name of the device a session asked for; DeviceError (naming what exists) when
+    the name does not parse or the device is not there (a CPU index past `logical_cpus`, a GPU without
+    cupy or past the number of CUDA devices)."""
+    if not isinstance(spec, str):
+        raise DeviceError(f"unknown device {spec!r}; expected cpu, cpu:N, gpu, gpu:N or /device:CPU:N")
+    try:
+        kind, index = parse_device(spec)
+    except DeviceError:
+        raise DeviceError(f"unknown device '{spec}'; expected cpu, cpu:N, gpu, gpu:N or /device:CPU:N") from None
+    if kind == "cpu" and index >= logical_cpus:
+        raise DeviceError(f"device '{spec}' is not available: this session has {logical_cpus} logical CPU(s) "
+                          f"(cpu:0..cpu:{logical_cpus - 1}); raise SessionOptions(logical_cpus=...)")
+    if kind == "gpu":
+        count = gpu_count()
+        if count == 0:
+            raise DeviceError(f"device '{spec}' is not available: the GPU backend needs cupy and a CUDA device "
+                              "(pip install 'tensorgate[gpu]')")
+        if index >= count:
+            raise DeviceError(f"device '{spec}' is not available: this machine has {count} GPU(s)")
+    return f"{kind}:{index}"
+
+
+def is_device_array(value: object) -> bool:
+    """Whether `value` is a cupy array (False whenever the GPU backend is absent)."""
+    cp = _cupy()
+    return cp is not None and isinstance(value, cp.ndarray)
+
+
+def to_device(value: object, device: str) -> object:
+    """`value` as an array of `device`'s array module: numpy arrays are copied to a GPU, cupy arrays
+    back to the host. Values that are neither (TensorLists, strings) pass through a CPU unchanged."""
+    if device_kind(device) == "cpu":
+        return to_host(value)
+    cp = _cupy()
+    if cp is None:
+        raise DeviceError(f"device '{device}' is not available: the GPU backend needs cupy and a CUDA device")
+    if isinstance(value, cp.ndarray):
+        index = parse_device(device)[1]
+        if value.device.id == index:
+            return value
+        with cp.cuda.Device(index):
+            return cp.array(value, copy=True)
+    with cp.cuda.Device(parse_device(device)[1]):
+        return cp.asarray(value)
+
+
+def to_host(value: object) -> object:
+    """A cupy array copied to a numpy array; anything else unchanged."""
+    if type(value) is np.ndarray:
+        return value
+    cp = _cupy()
+    if cp is not None and isinstance(value, cp.ndarray):
+        return value.get()
+    return value

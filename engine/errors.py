@@ -11,30 +11,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 __all__ = [
+    "DeadTensorError",
+    "DuplicateKernelError",
+    "DuplicateNodeError",
     "EngineError",
+    "ExecutionError",
+    "FeedDtypeError",
+    "FeedError",
+    "FeedShapeError",
+    "GraphCycleError",
     "GraphError",
     "GraphParseError",
-    "DuplicateNodeError",
-    "MissingInputError",
-    "InvalidInputError",
-    "UnsupportedOpError",
     "InvalidAttrError",
-    "GraphCycleError",
+    "InvalidInputError",
     "KernelNotFoundError",
-    "DuplicateKernelError",
-    "SavedModelError",
-    "RequestError",
-    "UnknownTensorError",
-    "UnfedPlaceholderError",
-    "FeedError",
-    "FeedDtypeError",
-    "FeedShapeError",
-    "ExecutionError",
-    "DeadTensorError",
     "LoopLimitError",
+    "MissingInputError",
     "PartialRunError",
-    "PartialRunNotFoundError",
     "PartialRunLimitError",
+    "PartialRunNotFoundError",
+    "RequestError",
+    "SavedModelError",
+    "UnfedPlaceholderError",
+    "UnknownTensorError",
+    "UnsupportedOpError",
 ]
 
 
@@ -214,3 +214,27 @@ class PartialRunLimitError(PartialRunError):
     def __init__(self, limit: int):
         self.limit = limit
         super().__init__(f"too many open partial runs (limit {limit}); finish or close one first")
+
+
+# --- devices and partitions --------------------------------------------------------------------------
+
+
+class RendezvousError(ExecutionError):
+    """A transfer between partitions failed: a key sent twice, a receive that timed out, or a
+    _Send/_Recv run outside a partitioned run."""
+
+    def __init__(self, message: str):
+        self.node, self.op, self.device = "", "", ""
+        EngineError.__init__(self, message)
+
+
+class RendezvousAbortedError(RendezvousError):
+    """A receive woken because another partition of the same run failed first. The run reports that
+    first error (`cause`), never this one."""
+
+    def __init__(self, key: str, cause: BaseException):
+        self.key, self.cause = key, cause
+        super().__init__(f"receive of '{key}' aborted: {type(cause).__name__}: {cause}")
+
+
+__all__ += ["RendezvousAbortedError", "RendezvousError"]

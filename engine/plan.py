@@ -15,6 +15,7 @@ become instructions: their outputs alias their inputs' slots.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,17 +23,29 @@ from typing import Any
 import numpy as np
 
 import kernels
-from engine import dtypes, functions
+from engine import devices, dtypes, functions
 from engine.dataflow import DataflowPlan, compile_dataflow
 from engine.errors import UnfedPlaceholderError, UnknownTensorError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
 from engine.passes import PassContext, optimize, pipeline_names
 from engine.prune import prune_to_signature
+from engine.rendezvous import RECV_OP, SEND_OP, bind_recv, bind_send
 from kernels.control_flow import CONTROL_FLOW_OPS
 from kernels.core import IDENTITY_OPS
 from kernels.functional import CALL_OPS
 
-__all__ = ["PlanOptions", "FeedSpec", "Instruction", "Plan", "compile_plan", "format_shape"]
+__all__ = [
+    "ConstantCache",
+    "FeedSpec",
+    "Instruction",
+    "Plan",
+    "PlanOptions",
+    "PreparedSignature",
+    "compile_nodes",
+    "compile_plan",
+    "format_shape",
+    "prepare_signature",
+]
 
 PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2"})
 SINK = 0
@@ -72,12 +85,15 @@ class Instruction:
     frees: tuple[int, ...]
     node: str
     op: str
+    # Shown after the node name: a _Send's or _Recv's rendezvous key.
+    detail: str = ""
 
     def __str__(self) -> str:
         outs = ", ".join("_" if s == SINK else f"%{s}" for s in self.outputs) or "()"
         ins = ", ".join(f"%{s}" for s in self.inputs)
         free = f"  free {' '.join(f'%{s}' for s in self.frees)}" if self.frees else ""
-        return f"{outs} = {self.op}({ins}){free}  # {self.node}"
+        detail = f"  [{self.detail}]" if self.detail else ""
+        return f"{outs} = {self.op}({ins}){free}  # {self.node}{detail}"
 
 
 @dataclass(frozen=True)
@@ -148,12 +164,60 @@ def _readonly(value: Any) -> np.ndarray:
     return arr
 
 
+class ConstantCache:
+    """Constants uploaded to a device, shared by every plan (and function body) of one session, so
+    that a model version's weights are copied to its GPU once, not once per signature or request.
+
+    Keyed by Const node name and the identity of its host value (kept alive here): signatures that
+    fold the same node differently get their own upload instead of a wrong one.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int, str], tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+        self.uploads = 0  # how many arrays were copied to a device
+
+    def get(self, name: str, value: Any, device: str) -> Any:
+        key = (name, id(value), device)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is not None:
+            return entry[1]
+        uploaded = devices.to_device(value, device)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = (value, uploaded)
+                self.uploads += 1
+        return entry[1]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _uploadable(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in "biufc"
+
+
 class _Builder:
     """Mutable state while one plan is compiled."""
 
-    def __init__(self, graph: Graph, device: str, options: PlanOptions):
-        self.graph, self.device, self.options = graph, device, options
-        self.xp = np  # the device's array module; cupy joins with the GPU backend
+    def __init__(
+        self,
+        graph: Graph,
+        device: str,
+        options: PlanOptions,
+        constants: ConstantCache | None = None,
+        host_nodes: frozenset[str] = frozenset(),
+    ):
+        self.graph, self.options = graph, options
+        self.device = devices.canonical_device(device)
+        self.kind = devices.device_kind(device)
+        self.xp = devices.array_module(self.device)  # numpy on CPUs, cupy on GPUs
+        self.constants = constants if constants is not None else ConstantCache()
+        # On a GPU: nodes whose values stay in host memory (shapes and their int arithmetic), as
+        # TensorFlow's HostMemory kernels do; see engine.placement.host_memory_nodes.
+        self.host_nodes = host_nodes
         self.slot_of: dict[TensorRef, int] = {}
         self.initial: list[Any] = [None]  # slot 0: the sink
         self.constant: set[int] = set()
@@ -164,20 +228,31 @@ class _Builder:
         self.initial.append(value)
         return len(self.initial) - 1
 
-    def constant_slot(self, value: Any) -> int:
-        slot = self.new_slot(_readonly(value))
+    def constant_slot(self, value: Any, name: str = "") -> int:
+        value = _readonly(value)
+        if self.kind != "cpu" and name not in self.host_nodes and _uploadable(value):
+            value = self.constants.get(name, value, self.device)
+        slot = self.new_slot(value)
         self.constant.add(slot)
         return slot
 
     def bind(self, node: Node) -> Callable[..., tuple]:
         """The node's kernel bound to its attrs; a call op (If, While, ...) bound to its functions'
-        bodies, each compiled into a plan of its own."""
+        bodies, each compiled into a plan of its own; a _Send/_Recv bound to its rendezvous key."""
+        if node.op == SEND_OP:
+            return bind_send(node.attrs["key"])
+        if node.op == RECV_OP:
+            convert = None
+            if devices.device_kind(node.attrs["src_device"]) != self.kind:
+                device = self.device
+                convert = lambda value: devices.to_device(value, device)
+            return bind_recv(node.attrs["key"], convert, node.attrs.get("timeout"))
         if node.op in CALL_OPS:
             return functions.bind_call(
                 node, self.graph.library, self.compile_function, self.options.max_loop_iterations, self.device
             )
-        kdef = kernels.lookup(node.op, self.device)
-        return kdef.bind(self.xp, node.attrs)
+        kdef = kernels.lookup(node.op, self.kind)
+        return kdef.bind(np if node.name in self.host_nodes else self.xp, node.attrs)
 
     def compile_function(self, function: functions.Function) -> functions.BodyRun:
         """A function body compiled once per plan build, run by the executor."""
@@ -185,8 +260,8 @@ class _Builder:
 
         run = self.function_runs.get(function.name)
         if run is None:
-            plan = compile_plan(function.graph, function.args, function.rets, function.control_rets,
-                                device=self.device, options=self.options)
+            plan = _compile(function.graph, function.args, function.rets, function.control_rets,
+                            device=self.device, options=self.options, dataflow=False, constants=self.constants)
             run = self.function_runs[function.name] = functions.body_runner(plan, function, execute)
         return run
 
@@ -208,7 +283,7 @@ class _Builder:
             return
         in_slots = tuple(self.slot_of[ref] for ref in node.inputs)
         if node.op == "Const":
-            self.slot_of.setdefault(outputs[0], self.constant_slot(node.attrs["value"]))
+            self.slot_of.setdefault(outputs[0], self.constant_slot(node.attrs["value"], node.name))
             return
         fn = self.bind(node)
         out_slots = []
@@ -236,9 +311,136 @@ class _Builder:
             if dead:
                 frees.setdefault(i, []).extend(dead)
         return tuple(
-            Instruction(fn, ins, outs, tuple(sorted(frees.get(i, ()))), node.name, node.op)
+            Instruction(fn, ins, outs, tuple(sorted(frees.get(i, ()))), node.name, node.op,
+                        node.attrs.get("key", "") if node.op in (SEND_OP, RECV_OP) else "")
             for i, (fn, ins, outs, node) in enumerate(self.steps)
         )
+
+
+@dataclass(frozen=True)
+class PreparedSignature:
+    """A signature pruned and optimized, before placement and planning: `nodes` in topological order
+    (loop back edges aside), fed tensors sorted with their declared (dtype, shape) where known."""
+
+    graph: Graph
+    nodes: tuple[Node, ...]
+    feeds: tuple[TensorRef, ...]
+    feed_types: tuple[tuple[np.dtype | None, tuple[int | None, ...] | None], ...]
+    fetches: tuple[TensorRef, ...]
+    targets: tuple[str, ...]
+
+    @property
+    def has_control_flow(self) -> bool:
+        return any(node.op in CONTROL_FLOW_OPS for node in self.nodes)
+
+
+def prepare_signature(
+    graph: Graph,
+    feeds: Sequence[str],
+    fetches: Sequence[str],
+    targets: Sequence[str] = (),
+    *,
+    device: str = "cpu",
+    options: PlanOptions | None = None,
+) -> PreparedSignature:
+    """Resolve names, prune to the signature and run the optimization passes (for `device`'s kind).
+
+    Raises UnknownTensorError for names the graph lacks."""
+    options = options or PlanOptions()
+    feed_refs = sorted(set(_resolve_refs(graph, feeds)))
+    fetch_refs = list(dict.fromkeys(_resolve_refs(graph, fetches)))
+    for target in targets:
+        if target.lstrip("^") not in graph:
+            raise UnknownTensorError(target, "the graph has no such node to run as a target")
+    target_names = tuple(dict.fromkeys(t.lstrip("^") for t in targets))
+
+    feed_types = []
+    for ref in feed_refs:
+        node = graph.node(ref.node)
+        declared = node.op in PLACEHOLDER_OPS or node.op == "PlaceholderWithDefault"
+        feed_types.append((node.attrs.get("dtype"), node.attrs.get("shape")) if declared else (None, None))
+    nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
+    passes = pipeline_names(constant_folding=options.constant_folding, optimize=options.optimize)
+    if passes:
+        ctx = PassContext(
+            fed=frozenset(feed_refs),
+            preserve=frozenset(ref.node for ref in fetch_refs) | frozenset(target_names),
+            constant_folding_max_bytes=options.constant_folding_max_bytes,
+            device=devices.device_kind(device),
+            fed_shapes={ref: shape for ref, (_, shape) in zip(feed_refs, feed_types)},
+        )
+        graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
+        nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
+    return PreparedSignature(graph, tuple(nodes), tuple(feed_refs), tuple(feed_types), tuple(fetch_refs), target_names)
+
+
+def compile_nodes(
+    graph: Graph,
+    nodes: Sequence[Node],
+    feeds: Sequence[TensorRef],
+    feed_types: Sequence[tuple[Any, Any]],
+    fetches: Sequence[TensorRef],
+    targets: Sequence[str],
+    *,
+    device: str,
+    options: PlanOptions,
+    dataflow: bool = False,
+    constants: ConstantCache | None = None,
+    host_nodes: frozenset[str] = frozenset(),
+) -> Plan:
+    """Lay out slots and instructions for `nodes` (already pruned, optimized and placed on `device`;
+    `graph` supplies output counts and the function library). Raises UnfedPlaceholderError for a
+    needed Placeholder that is not fed."""
+    b = _Builder(graph, device, options, constants, host_nodes)
+    feed_specs = []
+    for ref, (dtype, shape) in zip(feeds, feed_types):
+        b.slot_of[ref] = b.new_slot()
+        feed_specs.append(FeedSpec(str(ref), b.slot_of[ref], dtype, shape))
+    fetch_names = tuple(str(ref) for ref in fetches)
+    target_names = tuple(targets)
+    if dataflow or any(node.op in CONTROL_FLOW_OPS for node in nodes):
+        for node in nodes:
+            if node.op in PLACEHOLDER_OPS:
+                b.add_node(node)  # raises UnfedPlaceholderError: every needed placeholder must be fed
+        return Plan(
+            device=b.device,
+            feeds=tuple(feed_specs),
+            fetches=fetch_names,
+            targets=target_names,
+            instructions=(),
+            initial=(),
+            fetch_slots=(),
+            feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
+            fetch_index={name: i for i, name in enumerate(fetch_names)},
+            dataflow=compile_dataflow(
+                nodes, list(feeds), list(fetches), target_names, graph.output_counts, b.bind,
+                max_iterations=options.max_loop_iterations, device=b.device,
+            ),
+        )
+    for node in nodes:
+        b.add_node(node)
+
+    fetch_slots = tuple(b.slot_of[ref] for ref in fetches)
+    instructions = b.instructions(keep=set(fetch_slots) | b.constant | {SINK})
+    return Plan(
+        device=b.device,
+        feeds=tuple(feed_specs),
+        fetches=fetch_names,
+        targets=target_names,
+        instructions=instructions,
+        initial=tuple(b.initial),
+        fetch_slots=fetch_slots,
+        feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
+        fetch_index={name: i for i, name in enumerate(fetch_names)},
+    )
+
+
+def _compile(graph, feeds, fetches, targets, *, device, options, dataflow, constants) -> Plan:
+    prepared = prepare_signature(graph, feeds, fetches, targets, device=device, options=options)
+    return compile_nodes(
+        prepared.graph, prepared.nodes, prepared.feeds, prepared.feed_types, prepared.fetches, prepared.targets,
+        device=device, options=options, dataflow=dataflow, constants=constants,
+    )
 
 
 def compile_plan(
@@ -250,81 +452,14 @@ def compile_plan(
     device: str = "cpu",
     options: PlanOptions | None = None,
     dataflow: bool = False,
+    constants: ConstantCache | None = None,
 ) -> Plan:
-    """Prune `graph` to the signature, fold constants, and lay out slots and instructions.
+    """Prune `graph` to the signature, fold constants, and lay out slots and instructions, every node
+    on `device` (engine.partition splits a signature across devices).
 
     Raises UnknownTensorError for names the graph lacks and UnfedPlaceholderError for a needed
     Placeholder that is not fed. A signature with v1 control flow (or any, with `dataflow=True`)
     compiles into a DataflowPlan for engine.frames.
     """
-    options = options or PlanOptions()
-    feed_refs = sorted(set(_resolve_refs(graph, feeds)))
-    fetch_refs = list(dict.fromkeys(_resolve_refs(graph, fetches)))
-    for target in targets:
-        if target.lstrip("^") not in graph:
-            raise UnknownTensorError(target, "the graph has no such node to run as a target")
-    target_names = tuple(dict.fromkeys(t.lstrip("^") for t in targets))
-
-    b = _Builder(graph, device, options)
-    feed_specs = []
-    for ref in feed_refs:
-        b.slot_of[ref] = b.new_slot()
-        node = graph.node(ref.node)
-        declared = node.op in PLACEHOLDER_OPS or node.op == "PlaceholderWithDefault"
-        feed_specs.append(
-            FeedSpec(
-                str(ref),
-                b.slot_of[ref],
-                node.attrs.get("dtype") if declared else None,
-                node.attrs.get("shape") if declared else None,
-            )
-        )
-    nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
-    passes = pipeline_names(constant_folding=options.constant_folding, optimize=options.optimize)
-    if passes:
-        ctx = PassContext(
-            fed=frozenset(feed_refs),
-            preserve=frozenset(ref.node for ref in fetch_refs) | frozenset(target_names),
-            constant_folding_max_bytes=options.constant_folding_max_bytes,
-            device=device,
-            fed_shapes={ref: spec.shape for ref, spec in zip(feed_refs, feed_specs)},
-        )
-        graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
-        nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
-    b.graph = graph
-    fetch_names = tuple(str(ref) for ref in fetch_refs)
-    if dataflow or any(node.op in CONTROL_FLOW_OPS for node in nodes):
-        for node in nodes:
-            if node.op in PLACEHOLDER_OPS:
-                b.add_node(node)  # raises UnfedPlaceholderError: every needed placeholder must be fed
-        return Plan(
-            device=device,
-            feeds=tuple(feed_specs),
-            fetches=fetch_names,
-            targets=target_names,
-            instructions=(),
-            initial=(),
-            fetch_slots=(),
-            feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
-            fetch_index={name: i for i, name in enumerate(fetch_names)},
-            dataflow=compile_dataflow(
-                nodes, feed_refs, fetch_refs, target_names, graph.output_counts, b.bind,
-                max_iterations=options.max_loop_iterations, device=device,
-            ),
-        )
-    for node in nodes:
-        b.add_node(node)
-
-    fetch_slots = tuple(b.slot_of[ref] for ref in fetch_refs)
-    instructions = b.instructions(keep=set(fetch_slots) | b.constant | {SINK})
-    return Plan(
-        device=device,
-        feeds=tuple(feed_specs),
-        fetches=fetch_names,
-        targets=target_names,
-        instructions=instructions,
-        initial=tuple(b.initial),
-        fetch_slots=fetch_slots,
-        feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
-        fetch_index={name: i for i, name in enumerate(fetch_names)},
-    )
+    return _compile(graph, feeds, fetches, targets, device=device, options=options or PlanOptions(),
+                    dataflow=dataflow, constants=constants)

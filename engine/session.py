@@ -1,12 +1,17 @@
-"""A Session runs one graph on one device, caching one compiled plan per feed/fetch/target signature.
+"""A Session runs one graph on a device, caching one compiled plan per feed/fetch/target signature.
 
-    >>> sess = engine.Session(engine.load_graph("model.pb"), device="cpu")
+    >>> sess = engine.Session(engine.load_graph("model.pb"), device="cpu")   # or "gpu", "cpu:1", "/device:GPU:0"
     >>> y, z = sess.run(["out:0", "layer2/z:0"], {"x:0": x})
     >>> sess.run([], {"x:0": x}, targets=["init"])
     >>> h = sess.prun_setup(["a:0", "b:0"], ["h:0", "out:0"])   # a partial run, fed in steps
 
 Any tensor can be fed, not only placeholders: feeding an intermediate tensor cuts the graph above it.
 Feeds of placeholders are checked against the declared dtype and shape.
+
+Nodes go to the session's device when it has their kernel, else to the CPU (engine.placement); a
+signature spread over several devices runs as one partition per device, concurrently, joined by
+_Send/_Recv pairs (engine.partition). `SessionOptions(logical_cpus=2)` adds a second CPU device,
+cpu:1, that nodes can be pinned to by their NodeDef `device` field.
 """
 
 from __future__ import annotations
@@ -17,15 +22,27 @@ from typing import Any
 
 import numpy as np
 
-import kernels
-from engine import dtypes, validate
+from engine import devices, dtypes, validate
 from engine.cache import CacheStats, ExecutorCache
 from engine.errors import FeedDtypeError, FeedError, FeedShapeError, UnknownTensorError
 from engine.executor import execute
 from engine.graph import Graph, parse_tensor_name
 from engine.graph_io import GraphSource, load_graph
 from engine.partial_run import PartialRuns
-from engine.plan import FeedSpec, Plan, PlanOptions, compile_plan, format_shape
+from engine.partition import (
+    PartitionedPlan,
+    PartitionWorkers,
+    compile_signature,
+    run_partitioned,
+)
+from engine.plan import (
+    ConstantCache,
+    FeedSpec,
+    Plan,
+    PlanOptions,
+    compile_plan,
+    format_shape,
+)
 
 __all__ = ["Session", "SessionOptions"]
 
@@ -41,6 +58,16 @@ class SessionOptions:
     prun_max_handles: int = 64
     prun_timeout_s: float = 300.0
     plan: PlanOptions = field(default_factory=PlanOptions)
+    # How many CPU devices the session has: cpu:0 .. cpu:{logical_cpus-1}. They share the host and
+    # numpy; more than one lets nodes pinned to cpu:1 run in a partition of their own (tests of the
+    # partitioning machinery use this where no GPU exists).
+    logical_cpus: int = 1
+    # GPU sessions: capture signatures with fixed input shapes and no control flow into CUDA graphs
+    # after warm-up and replay them (engine.cuda_graphs); off launches kernel by kernel.
+    cuda_graphs: bool = True
+    # Seconds a _Recv waits for its value before the run fails (None: until it arrives or the run is
+    # aborted by another partition's error).
+    recv_timeout_s: float | None = None
 
 
 def _canonical(name: str) -> str:
@@ -81,9 +108,11 @@ class _Binding:
     fetch (in request order) sits in the plan."""
 
     key: tuple
-    plan: Plan
+    plan: Plan | PartitionedPlan
     feed_positions: tuple[int, ...]
     fetch_positions: tuple[int, ...]
+    # execute for a single-device CPU plan (the hot path, unchanged), run_partitioned otherwise.
+    run: Any
 
 
 def _deliver(value: Any) -> np.ndarray:
@@ -97,14 +126,16 @@ class Session:
 
     def __init__(self, graph: Graph | GraphSource, device: str = "cpu", options: SessionOptions | None = None):
         self.graph = graph if isinstance(graph, Graph) else load_graph(graph)
-        if device not in kernels.DEVICES:
-            raise ValueError(f"unknown device '{device}'; expected one of {list(kernels.DEVICES)}")
-        if device != "cpu":
-            raise ValueError(f"device '{device}' is not available in this build (the GPU backend is not installed)")
-        self.device = device
         self.options = options or SessionOptions()
-        validate.check_supported(self.graph.nodes, device)
-        self._cache: ExecutorCache[Plan] = ExecutorCache(self.options.cache_capacity)
+        # Canonical (`cpu:0`, `gpu:0`); DeviceError (a ValueError) for unknown or unavailable devices.
+        self.device = devices.resolve_device(device, self.options.logical_cpus)
+        self.devices = devices.session_devices(self.device, self.options.logical_cpus)
+        # Every op needs a kernel somewhere: on a GPU session, ops without a GPU kernel run on the CPU.
+        validate.check_supported(self.graph.nodes, "cpu" if devices.device_kind(self.device) == "cpu" else None)
+        # Constants uploaded to a device once per session (one loaded model version), shared by plans.
+        self.constants = ConstantCache()
+        self._workers = PartitionWorkers()
+        self._cache: ExecutorCache[Plan | PartitionedPlan] = ExecutorCache(self.options.cache_capacity)
         self._bindings: dict[tuple, _Binding] = {}
         self._partial_runs = PartialRuns(self.options.prun_max_handles, self.options.prun_timeout_s)
 
@@ -115,14 +146,19 @@ class Session:
             tuple(sorted({t.lstrip("^") for t in targets})),
         )
 
-    def _plan(self, key: tuple) -> Plan:
-        return self._cache.get_or_create(
-            key,
-            lambda: compile_plan(self.graph, key[0], key[1], key[2], device=self.device, options=self.options.plan),
+    def _compile(self, key: tuple) -> Plan | PartitionedPlan:
+        return compile_signature(
+            self.graph, key[0], key[1], key[2],
+            device=self.device, devices=self.devices, options=self.options.plan, constants=self.constants,
+            workers=self._workers, cuda_graphs=self.options.cuda_graphs, recv_timeout=self.options.recv_timeout_s,
         )
 
-    def plan_for(self, feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str] = ()) -> Plan:
-        """The cached plan of a signature (built on first use); names in any order or spelling."""
+    def _plan(self, key: tuple) -> Plan | PartitionedPlan:
+        return self._cache.get_or_create(key, lambda: self._compile(key))
+
+    def plan_for(self, feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str] = ()) -> Plan | PartitionedPlan:
+        """The cached plan of a signature (built on first use); names in any order or spelling. A
+        signature spread over several devices (or on a GPU) gives a PartitionedPlan."""
         return self._plan(self._signature_key(feeds, fetches, targets))
 
     def _bind(self, feed_names: tuple, fetch_names: tuple, targets: tuple) -> _Binding:
@@ -141,6 +177,7 @@ class Session:
             plan,
             tuple(plan.feed_index[c] for c in canonical_feeds),
             tuple(plan.fetch_index[c] for c in canonical_fetches),
+            execute if isinstance(plan, Plan) else run_partitioned,
         )
 
     def run(
@@ -169,7 +206,7 @@ class Session:
         values = [None] * len(plan.feeds)
         for position, value in zip(binding.feed_positions, feed_dict.values()):
             values[position] = _check_feed(plan.feeds[position], value)
-        outputs = execute(plan, values)
+        outputs = binding.run(plan, values)
         results = [_deliver(outputs[i]) for i in binding.fetch_positions]
         return results[0] if single else results
 
@@ -182,10 +219,13 @@ class Session:
         """
         targets = (targets,) if isinstance(targets, str) else tuple(targets)
         key = self._signature_key(feeds, fetches, targets)
+        # Partial runs step through the dataflow executor on the host: on the session's device when it
+        # is a CPU, on cpu:0 for a GPU session.
+        device = self.device if devices.device_kind(self.device) == "cpu" else "cpu:0"
         plan = self._cache.get_or_create(
             ("partial_run", *key),
             lambda: compile_plan(
-                self.graph, key[0], key[1], key[2], device=self.device, options=self.options.plan, dataflow=True
+                self.graph, key[0], key[1], key[2], device=device, options=self.options.plan, dataflow=True
             ),
         )
         return self._partial_runs.open(plan)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
+
 from kernels.conv import (
     Chunk,
     Window2D,
@@ -77,7 +79,8 @@ def _identity(xp: Any, dtype: Any, combine: str) -> Any:
     if combine == "sum":
         return 0
     # NOTE: TensorFlow pads MaxPool with -inf (the lowest value for integer types).
-    return -xp.inf if xp.dtype(dtype).kind in "fc" else xp.iinfo(dtype).min
+    # Dtype facts come from numpy on either backend: cupy arrays carry numpy dtypes.
+    return -np.inf if np.dtype(dtype).kind in "fc" else np.iinfo(dtype).min
 
 
 def _ints(values: Any) -> tuple[int, ...]:
@@ -142,7 +145,7 @@ def avg_pool(
     counts = xp.asarray(rows, dtype=total.dtype)[:, None] * xp.asarray(cols, dtype=total.dtype)[None, :]
     if layout.nhwc:
         counts = counts[:, :, None]
-    if xp.dtype(total.dtype).kind in "iu":
+    if total.dtype.kind in "iu":
         return (total // counts,)
     xp.divide(total, counts, out=total)  # total is ours, fresh from _pool
     return (total,)

@@ -195,7 +195,10 @@ def _scan(xp: Any, x: Any, axis: Any, exclusive: bool, reverse: bool, name: str,
         head = (slice(None),) * a
         out[head + (slice(0, 1),)] = identity
         # the running total before each element: the inclusive scan of all but the last, shifted by one
-        scan(x[head + (slice(0, -1),)], axis=a, dtype=x.dtype, out=out[head + (slice(1, None),)])
+        shifted = out[head + (slice(1, None),)]
+        result = scan(x[head + (slice(0, -1),)], axis=a, dtype=x.dtype, out=shifted)
+        if result is not shifted:  # cupy may scan a strided `out` in a temporary and return that
+            shifted[...] = result
     else:
         out = scan(x, axis=a, dtype=x.dtype)
     return xp.flip(out, axis=a) if reverse else out

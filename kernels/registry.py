@@ -14,6 +14,17 @@ plan is built (`KernelDef.bind`), so the executor only calls `bound(*inputs)`.
 Keyword-only parameters without defaults are required attrs; a `Literal[...]` annotation lists the
 values an attr may take, and binding rejects others. Kernels must never modify their inputs: constant
 arrays are shared between runs.
+
+One body usually serves every device. Where a device needs its own implementation (a CUDA kernel where
+the shared body would be slow on a GPU), the device-specific body replaces the shared one explicitly:
+
+    @kernel("Conv2D", devices=("gpu",), override=True)
+    def conv2d_gpu(xp, x, filter, *, strides, padding, ...): ...
+
+An override must replace an existing registration (so a typo cannot add a new op), accepts the same attrs
+as the body it replaces, keeps its output count and statefulness, and may happen once per (op, device).
+Ops that cannot run on a device at all (Python objects, strings) are registered for the others only,
+with `devices=("cpu",)`, and placement keeps them there.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ __all__ = [
     "lookup",
     "has_op",
     "registered_ops",
+    "overridden_ops",
 ]
 
 DEVICES = ("cpu", "gpu")
@@ -71,6 +83,8 @@ class KernelDef:
     outputs: OutputCount
     stateful: bool
     attr_params: tuple[AttrParam, ...]
+    # The shared registration this device-specific kernel replaced; None for a shared body.
+    replaces: KernelDef | None = None
 
     def num_outputs(self, attrs: Mapping[str, Any]) -> int:
         """How many outputs a node of this op with these attrs has."""
@@ -117,33 +131,59 @@ def register(
     fn: Callable[..., tuple],
     *,
     devices: tuple[str, ...] = DEVICES,
-    outputs: OutputCount = 1,
-    stateful: bool = False,
+    outputs: OutputCount | None = None,
+    stateful: bool | None = None,
+    override: bool = False,
 ) -> None:
-    """Register `fn` as the kernel of `op` on each of `devices`."""
+    """Register `fn` as the kernel of `op` on each of `devices` (1 output and stateless unless told).
+
+    With `override`, `fn` replaces the kernel already registered for each of `devices` (see the module
+    docstring); KernelNotFoundError if there is none, DuplicateKernelError if it was overridden already."""
     params = _attr_params(fn)
     for device in devices:
         if device not in DEVICES:
             raise ValueError(f"unknown device '{device}' for op '{op}'")
         key = (op, device)
-        if key in _REGISTRY:
+        if not override:
+            if key in _REGISTRY:
+                from engine.errors import DuplicateKernelError  # engine imports kernels: import late
+
+                raise DuplicateKernelError(op, device)
+            _REGISTRY[key] = KernelDef(op, device, fn, 1 if outputs is None else outputs, bool(stateful), params)
+            continue
+        base = lookup(op, device)
+        if base.replaces is not None:
             from engine.errors import DuplicateKernelError  # engine imports kernels: import late
 
             raise DuplicateKernelError(op, device)
-        _REGISTRY[key] = KernelDef(op, device, fn, outputs, stateful, params)
+        if {p.name for p in params} != {p.name for p in base.attr_params}:
+            raise ValueError(
+                f"the '{device}' override of '{op}' takes attrs {sorted(p.name for p in params)}; the kernel "
+                f"it replaces takes {sorted(p.name for p in base.attr_params)}"
+            )
+        _REGISTRY[key] = KernelDef(
+            op,
+            device,
+            fn,
+            base.outputs if outputs is None else outputs,
+            base.stateful if stateful is None else stateful,
+            params,
+            replaces=base,
+        )
 
 
 def kernel(
     *ops: str,
     devices: tuple[str, ...] = DEVICES,
-    outputs: OutputCount = 1,
-    stateful: bool = False,
+    outputs: OutputCount | None = None,
+    stateful: bool | None = None,
+    override: bool = False,
 ) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
     """Decorator form of `register`: `@kernel("Add", "AddV2")` registers one body for several ops."""
 
     def decorate(fn: Callable[..., tuple]) -> Callable[..., tuple]:
         for op in ops:
-            register(op, fn, devices=devices, outputs=outputs, stateful=stateful)
+            register(op, fn, devices=devices, outputs=outputs, stateful=stateful, override=override)
         return fn
 
     return decorate
@@ -169,3 +209,8 @@ def has_op(op: str, device: str | None = None) -> bool:
 def registered_ops(device: str | None = None) -> set[str]:
     """Every op type with a kernel on `device` (on any device when None)."""
     return {op for (op, d) in _REGISTRY if device is None or d == device}
+
+
+def overridden_ops(device: str) -> set[str]:
+    """The ops whose kernel on `device` is a device-specific override of the shared body."""
+    return {op for (op, d), kdef in _REGISTRY.items() if d == device and kdef.replaces is not None}

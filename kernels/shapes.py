@@ -258,7 +258,8 @@ def ensure_shape(xp: Any, input: Any, *, shape: tuple[int | None, ...] | None = 
     return (input,)
 
 
-@kernel("BroadcastArgs")
+# Host only: shape arithmetic on two small vectors, read to Python ints and written back.
+@kernel("BroadcastArgs", devices=("cpu",))
 def broadcast_args(xp: Any, s0: Any, s1: Any) -> tuple:
     """The shape that shapes `s0` and `s1` broadcast to, in their dtype."""
     out = _broadcast_shapes(tuple(host_vector(s0)), tuple(host_vector(s1)))

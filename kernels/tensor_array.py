@@ -32,6 +32,9 @@ from kernels.host import format_dims, host, host_scalar
 from kernels.partial_shape import PartialShape, compatible, format_shape, fully_defined
 from kernels.registry import kernel
 
+# TensorArrays are Python objects holding arrays: their ops run on the host, and placement keeps them there.
+_HOST = ("cpu",)
+
 __all__ = ["TensorArray"]
 
 
@@ -171,7 +174,7 @@ def _flow(xp: Any) -> Any:
     return xp.asarray(0.0, dtype=np.float32)
 
 
-@kernel("TensorArrayV3", outputs=2, stateful=True)
+@kernel("TensorArrayV3", devices=_HOST, outputs=2, stateful=True)
 def tensor_array_v3(xp, size, *, dtype: np.dtype, element_shape: PartialShape = None, dynamic_size: bool = False,
                     clear_after_read: bool = True, identical_element_shapes: bool = False,
                     tensor_array_name: str = ""):
@@ -181,7 +184,7 @@ def tensor_array_v3(xp, size, *, dtype: np.dtype, element_shape: PartialShape = 
     return (array, _flow(xp))
 
 
-@kernel("TensorArrayWriteV3", stateful=True)
+@kernel("TensorArrayWriteV3", devices=_HOST, stateful=True)
 def tensor_array_write_v3(xp, handle, index, value, flow_in, *, T=None):
     """Writes element `index` (once); returns the flow."""
     array = _array(handle)
@@ -190,7 +193,7 @@ def tensor_array_write_v3(xp, handle, index, value, flow_in, *, T=None):
     return (flow_in,)
 
 
-@kernel("TensorArrayReadV3", stateful=True)
+@kernel("TensorArrayReadV3", devices=_HOST, stateful=True)
 def tensor_array_read_v3(xp, handle, index, flow_in, *, dtype: np.dtype):
     """Element `index`; it is cleared after the read when the array has clear_after_read."""
     array = _array(handle)
@@ -213,7 +216,7 @@ def _stack(xp: Any, array: TensorArray, values: list, element_shape: PartialShap
     return xp.stack(values)
 
 
-@kernel("TensorArrayGatherV3", stateful=True)
+@kernel("TensorArrayGatherV3", devices=_HOST, stateful=True)
 def tensor_array_gather_v3(xp, handle, indices, flow_in, *, dtype: np.dtype, element_shape: PartialShape = None):
     """The elements at `indices` stacked on a new first axis (each read as TensorArrayReadV3 reads it)."""
     array = _array(handle)
@@ -223,7 +226,7 @@ def tensor_array_gather_v3(xp, handle, indices, flow_in, *, dtype: np.dtype, ele
     return (_stack(xp, array, [array.read(xp, i) for i in positions], element_shape),)
 
 
-@kernel("TensorArrayScatterV3", stateful=True)
+@kernel("TensorArrayScatterV3", devices=_HOST, stateful=True)
 def tensor_array_scatter_v3(xp, handle, indices, value, flow_in, *, T=None):
     """Writes row k of `value` to element `indices[k]`; returns the flow."""
     array = _array(handle)
@@ -242,7 +245,7 @@ def tensor_array_scatter_v3(xp, handle, indices, value, flow_in, *, T=None):
     return (flow_in,)
 
 
-@kernel("TensorArraySplitV3", stateful=True)
+@kernel("TensorArraySplitV3", devices=_HOST, stateful=True)
 def tensor_array_split_v3(xp, handle, value, lengths, flow_in, *, T=None):
     """Writes consecutive slices of `value` (`lengths[i]` rows) to elements 0, 1, ...; returns the flow."""
     array = _array(handle)
@@ -266,7 +269,7 @@ def tensor_array_split_v3(xp, handle, value, lengths, flow_in, *, T=None):
     return (flow_in,)
 
 
-@kernel("TensorArrayConcatV3", outputs=2, stateful=True)
+@kernel("TensorArrayConcatV3", devices=_HOST, outputs=2, stateful=True)
 def tensor_array_concat_v3(xp, handle, flow_in, *, dtype: np.dtype, element_shape_except0: PartialShape = None):
     """(every element joined along axis 0, each element's length as int64)."""
     array = _array(handle)
@@ -294,7 +297,7 @@ def tensor_array_concat_v3(xp, handle, flow_in, *, dtype: np.dtype, element_shap
     return xp.concatenate(values), lengths
 
 
-@kernel("TensorArraySizeV3", stateful=True)
+@kernel("TensorArraySizeV3", devices=_HOST, stateful=True)
 def tensor_array_size_v3(xp, handle, flow_in):
     """The number of elements, as an int32 scalar."""
     array = _array(handle)
@@ -302,7 +305,7 @@ def tensor_array_size_v3(xp, handle, flow_in):
     return (xp.asarray(array.size, dtype=np.int32),)
 
 
-@kernel("TensorArrayCloseV3", outputs=0, stateful=True)
+@kernel("TensorArrayCloseV3", devices=_HOST, outputs=0, stateful=True)
 def tensor_array_close_v3(xp, handle):
     """Closes the array: later ops on it fail."""
     _array(handle).closed = True

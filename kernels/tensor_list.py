@@ -35,6 +35,9 @@ from kernels.partial_shape import (
 )
 from kernels.registry import kernel
 
+# TensorLists are Python objects holding arrays: their ops run on the host, and placement keeps them there.
+_HOST = ("cpu",)
+
 __all__ = ["TensorList"]
 
 
@@ -145,7 +148,7 @@ def _stacked(xp: Any, lst: TensorList, items, element_shape: tuple[int, ...]) ->
 # --- creating lists -----------------------------------------------------------------------------------------
 
 
-@kernel("EmptyTensorList")
+@kernel("EmptyTensorList", devices=_HOST)
 def empty_tensor_list(xp, element_shape, max_num_elements, *, element_dtype: np.dtype, shape_type=None):
     """A list with no items; `max_num_elements` (-1: unbounded) caps TensorListPushBack."""
     if max_num_elements.ndim != 0:
@@ -154,7 +157,7 @@ def empty_tensor_list(xp, element_shape, max_num_elements, *, element_dtype: np.
     return (TensorList((), np.dtype(element_dtype), shape_from_tensor(element_shape), int(host(max_num_elements))),)
 
 
-@kernel("TensorListReserve")
+@kernel("TensorListReserve", devices=_HOST)
 def tensor_list_reserve(xp, element_shape, num_elements, *, element_dtype: np.dtype, shape_type=None):
     """`num_elements` unset items."""
     shape = shape_from_tensor(element_shape)
@@ -172,7 +175,7 @@ def _unstack_check(tensor: Any, shape: PartialShape) -> None:
                          f"{format_dims(tensor.shape[1:])}")
 
 
-@kernel("TensorListFromTensor")
+@kernel("TensorListFromTensor", devices=_HOST)
 def tensor_list_from_tensor(xp, tensor, element_shape, *, element_dtype=None, shape_type=None):
     """One item per slice of `tensor` along its first axis; the list keeps the `element_shape` given."""
     shape = shape_from_tensor(element_shape)
@@ -200,20 +203,20 @@ def _scatter_new(tensor: Any, indices: Any, element_shape: Any, num_elements: in
     return TensorList.from_items(tensor.dtype, shape, items)
 
 
-@kernel("TensorListScatter")
+@kernel("TensorListScatter", devices=_HOST)
 def tensor_list_scatter(xp, tensor, indices, element_shape, *, element_dtype=None, shape_type=None):
     """A list as long as the largest index + 1, with row k of `tensor` at `indices[k]`."""
     return (_scatter_new(tensor, indices, element_shape, -1),)
 
 
-@kernel("TensorListScatterV2")
+@kernel("TensorListScatterV2", devices=_HOST)
 def tensor_list_scatter_v2(xp, tensor, indices, element_shape, num_elements, *, element_dtype=None,
                            shape_type=None):
     """TensorListScatter with a minimum length (`num_elements`, -1 for none) that indices must stay under."""
     return (_scatter_new(tensor, indices, element_shape, _index(num_elements)),)
 
 
-@kernel("TensorListSplit")
+@kernel("TensorListSplit", devices=_HOST)
 def tensor_list_split(xp, tensor, element_shape, lengths, *, element_dtype=None, shape_type=None):
     """Consecutive slices of `tensor` along its first axis, `lengths[i]` rows each, using every row."""
     shape = shape_from_tensor(element_shape)
@@ -244,13 +247,13 @@ def tensor_list_split(xp, tensor, element_shape, lengths, *, element_dtype=None,
 # --- reading lists -----------------------------------------------------------------------------------------
 
 
-@kernel("TensorListLength")
+@kernel("TensorListLength", devices=_HOST)
 def tensor_list_length(xp, input_handle):
     """The number of items, set or not, as an int32 scalar."""
     return (xp.asarray(_list(input_handle).length, dtype=np.int32),)
 
 
-@kernel("TensorListElementShape")
+@kernel("TensorListElementShape", devices=_HOST)
 def tensor_list_element_shape(xp, input_handle, *, shape_type: np.dtype | None = None):
     """The list's element shape (int32 unless `shape_type`): -1 for unknown dims, a scalar -1 for an unknown rank."""
     shape = _list(input_handle).element_shape
@@ -260,7 +263,7 @@ def tensor_list_element_shape(xp, input_handle, *, shape_type: np.dtype | None =
     return (xp.asarray([-1 if d is None else d for d in shape], dtype=dtype).reshape(len(shape)),)
 
 
-@kernel("TensorListGetItem")
+@kernel("TensorListGetItem", devices=_HOST)
 def tensor_list_get_item(xp, input_handle, index, element_shape, *, element_dtype: np.dtype):
     """Item `index`; an unset one reads as zeros of the element shape, inferred from the other items if need be."""
     lst = _list(input_handle)
@@ -279,7 +282,7 @@ def tensor_list_get_item(xp, input_handle, index, element_shape, *, element_dtyp
     return (_zeros(xp, lst.element_dtype, shape),)
 
 
-@kernel("TensorListStack")
+@kernel("TensorListStack", devices=_HOST)
 def tensor_list_stack(xp, input_handle, element_shape, *, element_dtype: np.dtype, num_elements: int = -1):
     """All items stacked on a new first axis (unset ones as zeros); `num_elements` (-1: any) checks the length."""
     lst = _list(input_handle)
@@ -299,7 +302,7 @@ def tensor_list_stack(xp, input_handle, element_shape, *, element_dtype: np.dtyp
     return (_stacked(xp, lst, lst.items, shape),)
 
 
-@kernel("TensorListGather")
+@kernel("TensorListGather", devices=_HOST)
 def tensor_list_gather(xp, input_handle, indices, element_shape, *, element_dtype: np.dtype):
     """The items at `indices` (flattened) stacked on a new first axis, unset ones as zeros."""
     lst = _list(input_handle)
@@ -374,7 +377,7 @@ def _concat(xp: Any, lst: TensorList, shape: PartialShape, leading_dims: list[in
     return joined, xp.asarray(lengths, dtype=np.int64).reshape(len(lengths))
 
 
-@kernel("TensorListConcatV2", outputs=2)
+@kernel("TensorListConcatV2", devices=_HOST, outputs=2)
 def tensor_list_concat_v2(xp, input_handle, element_shape, leading_dims, *, element_dtype: np.dtype,
                           shape_type=None):
     """(items joined along axis 0, their lengths); unset items take their length from `leading_dims`."""
@@ -384,7 +387,7 @@ def tensor_list_concat_v2(xp, input_handle, element_shape, leading_dims, *, elem
     return _concat(xp, lst, shape, [int(n) for n in np.ravel(host(leading_dims))])
 
 
-@kernel("TensorListConcat", outputs=2)
+@kernel("TensorListConcat", devices=_HOST, outputs=2)
 def tensor_list_concat(xp, input_handle, *, element_dtype: np.dtype, element_shape: PartialShape = None):
     """TensorListConcat v1: the element shape is an attr, whose first dim is ignored."""
     lst = _list(input_handle)
@@ -396,7 +399,7 @@ def tensor_list_concat(xp, input_handle, *, element_dtype: np.dtype, element_sha
 # --- changing lists (each returns a new list) ------------------------------------------------------------
 
 
-@kernel("TensorListSetItem")
+@kernel("TensorListSetItem", devices=_HOST)
 def tensor_list_set_item(xp, input_handle, index, item, *, element_dtype: np.dtype,
                          resize_if_index_out_of_bounds: bool = False):
     """The list with item `index` replaced; with `resize_if_index_out_of_bounds` it grows to fit."""
@@ -412,7 +415,7 @@ def tensor_list_set_item(xp, input_handle, index, item, *, element_dtype: np.dty
     return ((lst.resized(i + 1) if grow else lst).with_item(i, item),)
 
 
-@kernel("TensorListPushBack")
+@kernel("TensorListPushBack", devices=_HOST)
 def tensor_list_push_back(xp, input_handle, tensor, *, element_dtype: np.dtype):
     """The list with `tensor` appended."""
     if tensor.dtype != np.dtype(element_dtype):
@@ -429,7 +432,7 @@ def tensor_list_push_back(xp, input_handle, tensor, *, element_dtype: np.dtype):
     return (lst.pushed(tensor),)
 
 
-@kernel("TensorListPopBack", outputs=2)
+@kernel("TensorListPopBack", devices=_HOST, outputs=2)
 def tensor_list_pop_back(xp, input_handle, element_shape, *, element_dtype: np.dtype):
     """(the list without its last item, that item); an unset one reads as zeros of the element shape."""
     lst = _list(input_handle)
@@ -447,7 +450,7 @@ def tensor_list_pop_back(xp, input_handle, element_shape, *, element_dtype: np.d
     return (lst.replace_items(lst.items[:-1]), last)
 
 
-@kernel("TensorListResize")
+@kernel("TensorListResize", devices=_HOST)
 def tensor_list_resize(xp, input_handle, size):
     """The list cut to `size` items, or padded with unset ones."""
     lst = _list(input_handle)
@@ -457,7 +460,7 @@ def tensor_list_resize(xp, input_handle, size):
     return (lst.resized(n),)
 
 
-@kernel("TensorListScatterIntoExistingList")
+@kernel("TensorListScatterIntoExistingList", devices=_HOST)
 def tensor_list_scatter_into_existing_list(xp, input_handle, tensor, indices, *, element_dtype=None):
     """The list with row k of `tensor` at `indices[k]` (the last write wins), grown to fit the largest index."""
     lst = _list(input_handle)

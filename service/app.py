@@ -29,7 +29,7 @@ from service.manager import ModelManager
 from service.metrics import CONTENT_TYPE, Metrics
 from service.partial_runs import PartialRuns
 from service.repository import ModelRepository
-from service.settings import Settings
+from service.settings import Settings, check_device_available
 from service.stats import LiveStats
 
 __all__ = ["create_app"]
@@ -64,8 +64,10 @@ async def _on_validation_error(request: Request, error: RequestValidationError) 
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """An application serving `settings.model_repository`; models load when the app starts."""
+    """An application serving `settings.model_repository`; models load when the app starts.
+    Raises DeviceError when `settings.device` is a device this process does not have."""
     settings = settings or Settings()
+    check_device_available(settings.device)
     metrics = Metrics(lambda: manager.servables())
     stats = LiveStats()
 
@@ -81,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         batching_by_default=settings.batching,
         on_batch=on_batch,
         on_load=lambda model, seconds: metrics.load_duration.labels(model).observe(seconds),
+        device=settings.device,
     )
     plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
                       metrics=metrics, stats=stats)

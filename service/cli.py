@@ -43,8 +43,9 @@ def _inspect(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from engine.devices import DeviceError
     from service.server import serve
-    from service.settings import Settings
+    from service.settings import Settings, check_device_available
 
     # Flags given on the command line win over TENSORGATE_* variables; the rest come from those.
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
@@ -52,6 +53,13 @@ def _serve(args: argparse.Namespace) -> int:
         settings = Settings(**overrides)
     except ValidationError as e:
         print(f"error: invalid settings: {e}", file=sys.stderr)
+        return 2
+    try:
+        # As TensorFlow Serving does: a server asked for a GPU it lacks refuses to start rather than
+        # quietly serving every model on the CPU.
+        check_device_available(settings.device)
+    except DeviceError as e:
+        print(f"error: --device / TENSORGATE_DEVICE: {e}", file=sys.stderr)
         return 2
     if not settings.model_repository.is_dir():
         print(f"error: model repository '{settings.model_repository}' is not a directory", file=sys.stderr)
@@ -90,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to listen on (default: 8000)")
     p.add_argument("--poll-interval-s", type=float, help="repository poll interval; 0 turns hot reload off (default: 2)")
+    p.add_argument("--device", help="device models run on unless their config.yaml says otherwise: cpu, cpu:N, gpu, gpu:N (default: cpu)")
     p.add_argument("--log-level", help="uvicorn log level (default: info)")
     p.set_defaults(func=_serve)
 

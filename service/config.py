@@ -6,9 +6,10 @@
       serving_default:
         inputs: {x: "x:0"}
         outputs: {y: "y:0"}
+    device: gpu                        # or cpu, cpu:N, gpu:N; default: the server's --device
 
-Unknown keys are errors (a typo must not silently change what is served); `batching` and `device`
-are accepted and kept for the features that use them.
+Unknown keys are errors (a typo must not silently change what is served), and so are device names
+that are not device names; `batching` is accepted and kept for the batching options to check.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.devices import parse_device
 
 __all__ = ["ConfigError", "VersionPolicy", "SignatureConfig", "ModelConfig", "parse_model_config", "dump_model_config"]
 
@@ -100,9 +103,18 @@ class ModelConfig(BaseModel):
     version_policy: VersionPolicy = Field(default_factory=VersionPolicy)
     labels: dict[str, int] = Field(default_factory=dict)
     signatures: dict[str, SignatureConfig] = Field(default_factory=dict)
-    # Accepted now so that configs written for dynamic batching and device placement stay valid.
     batching: dict[str, Any] | None = None
+    # The device this model's versions run on; None: the server's default (`--device`). Whether the
+    # device exists is checked when a version loads, so that a model meant for a GPU fails alone.
     device: str | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parse_device(value)  # DeviceError, a ValueError: reported as a config error naming the key
+        return value.strip()
 
     def serving_fields(self) -> tuple:
         """What a loaded version depends on; labels and policy can change without reloading."""
@@ -122,8 +134,15 @@ def parse_model_config(text: str | bytes, source: str = "config.yaml") -> ModelC
     try:
         return ModelConfig.model_validate(doc)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in e.errors())
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {_message(err)}" for err in e.errors())
         raise ConfigError(f"{source}: {problems}") from None
+
+
+def _message(error: dict) -> str:
+    # Our validators' ValueErrors read better without pydantic's "Value error, " in front.
+    if error["type"] == "value_error" and error["msg"].startswith("Value error, "):
+        return error["msg"][len("Value error, "):]
+    return error["msg"]
 
 
 def dump_model_config(config: ModelConfig) -> str:

@@ -102,9 +102,11 @@ class ModelManager:
         batching_by_default: bool = False,
         on_batch: Callable[[str, int, BatchStats], None] | None = None,
         on_load: Callable[[str, float], None] | None = None,
+        device: str = "cpu",
     ):
         self.repository = repository
         self.session_options = session_options
+        self.device = device  # where versions run unless their config.yaml names a device
         self.poll_interval_s = poll_interval_s
         self.batching_defaults = batching or BatchingOptions()
         self.batching_by_default = batching_by_default
@@ -208,7 +210,8 @@ class ModelManager:
         on_batch = None
         if batching is not None and self._on_batch is not None:
             on_batch = functools.partial(self._on_batch, name, version)
-        servable = load_servable(name, version, source, config, self.session_options, batching=batching, on_batch=on_batch)
+        servable = load_servable(name, version, source, config, self.session_options, batching=batching, on_batch=on_batch,
+                                 default_device=self.device)
         if self._on_load is not None:
             self._on_load(name, servable.load_seconds)
         return servable

@@ -5,13 +5,19 @@ the series Triton exposes (`nv_inference_count`, `nv_inference_request_duration_
 Triton's exact names, so that dashboards and autoscaling rules written for Triton work unchanged;
 they are exported untyped because Triton's names break the conventions promtool checks for counters
 (`_total`, no `_count`), and the `_us` unit in three of them is Triton's and stays.
+
+GPU memory is read at scrape time, per visible GPU, when cupy sees one; without a GPU those series
+are absent rather than zero.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, UntypedMetricFamily
@@ -19,7 +25,11 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-__all__ = ["Metrics", "LATENCY_BUCKETS", "CONTENT_TYPE"]
+from engine.devices import array_module, gpu_available
+
+__all__ = ["Metrics", "LATENCY_BUCKETS", "CONTENT_TYPE", "gpu_backend"]
+
+log = logging.getLogger("tensorgate.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -92,6 +102,78 @@ class _ManagerCollector:
         yield from (loaded, hits, misses, evictions, entries, build)
 
 
+def gpu_backend() -> Any | None:
+    """cupy when it is installed and sees a CUDA device, else None: the GPU collector's default."""
+    return array_module("gpu") if gpu_available() else None
+
+
+def _gpu_uuid(cupy: Any, index: int) -> str:
+    """The GPU's UUID as nvidia-smi and Triton print it (`GPU-xxxxxxxx-...`), else its index."""
+    try:
+        raw = cupy.cuda.runtime.getDeviceProperties(index).get("uuid")
+    except Exception:  # an older cupy without the key, or a driver that will not say
+        raw = None
+    if isinstance(raw, (bytes, bytearray)) and len(raw) == 16:
+        h = raw.hex()
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return str(index)
+
+
+@dataclass(frozen=True)
+class _GpuMemory:
+    device: str  # gpu:N
+    uuid: str
+    used: int
+    total: int
+    pool_used: int
+    pool_total: int
+
+
+class _GpuMemoryCollector:
+    """Memory of each visible GPU (the driver's view) and of cupy's memory pool on it, read at scrape
+    time; nothing at all without a GPU backend."""
+
+    def __init__(self, backend: Callable[[], Any | None]):
+        self._backend = backend
+        self._uuids: dict[int, str] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        cupy = self._backend()
+        if cupy is None:
+            return
+        try:
+            readings = [self._read(cupy, index) for index in range(int(cupy.cuda.runtime.getDeviceCount()))]
+        except Exception:  # a CUDA error must not take the other series of the scrape down with it
+            log.warning("reading GPU memory failed; GPU series left out of this scrape", exc_info=True)
+            return
+        used = GaugeMetricFamily("tensorgate_gpu_memory_used_bytes", "GPU memory in use on the device, by any process", labels=["device"])
+        total = GaugeMetricFamily("tensorgate_gpu_memory_total_bytes", "GPU memory on the device", labels=["device"])
+        pool_used = GaugeMetricFamily("tensorgate_gpu_memory_pool_used_bytes",
+                                      "GPU memory in arrays allocated from cupy's default memory pool", labels=["device"])
+        pool_total = GaugeMetricFamily("tensorgate_gpu_memory_pool_total_bytes",
+                                       "GPU memory cupy's default memory pool holds, in use or cached for reuse", labels=["device"])
+        nv_used = GaugeMetricFamily("nv_gpu_memory_used_bytes", "GPU used memory, in bytes (Triton-compatible)", labels=["gpu_uuid"])
+        nv_total = GaugeMetricFamily("nv_gpu_memory_total_bytes", "GPU total memory, in bytes (Triton-compatible)", labels=["gpu_uuid"])
+        for r in readings:
+            used.add_metric([r.device], r.used)
+            total.add_metric([r.device], r.total)
+            pool_used.add_metric([r.device], r.pool_used)
+            pool_total.add_metric([r.device], r.pool_total)
+            nv_used.add_metric([r.uuid], r.used)
+            nv_total.add_metric([r.uuid], r.total)
+        yield from (used, total, pool_used, pool_total, nv_used, nv_total)
+
+    def _read(self, cupy: Any, index: int) -> _GpuMemory:
+        if index not in self._uuids:
+            self._uuids[index] = _gpu_uuid(cupy, index)
+        # The runtime and the memory pool both answer for the current device.
+        with cupy.cuda.Device(index):
+            free_bytes, total_bytes = cupy.cuda.runtime.memGetInfo()
+            pool = cupy.get_default_memory_pool()
+            return _GpuMemory(f"gpu:{index}", self._uuids[index], total_bytes - free_bytes, total_bytes,
+                              pool.used_bytes(), pool.total_bytes())
+
+
 class Metrics:
     """The server's metrics, in a registry of its own (several apps can live in one process).
 
@@ -100,7 +182,7 @@ class Metrics:
         >>> text = metrics.exposition()
     """
 
-    def __init__(self, servables: Callable[[], Iterable] = lambda: ()):
+    def __init__(self, servables: Callable[[], Iterable] = lambda: (), *, gpu: Callable[[], Any | None] = gpu_backend):
         self.registry = CollectorRegistry()
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)
@@ -121,6 +203,7 @@ class Metrics:
         self.triton = _TritonCollector()
         r.register(self.triton)
         r.register(_ManagerCollector(servables))
+        r.register(_GpuMemoryCollector(gpu))
 
     def observe_request(self, model: str, version: str, protocol: str, outcome: str, duration_s: float,
                         queue_s: float | None = None, compute_s: float | None = None) -> None:

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 import service
+from engine.devices import parse_device
 from service.auth import require_admin, require_api
 from service.bodies import parse_json, read_body, wait_for_disconnect
 from service.codecs import v2
@@ -168,7 +169,17 @@ def _model_config(request: Request, model: str, version: int | None) -> dict[str
         "version_policy": policy_doc,
         "input": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in signature.inputs],
         "output": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in signature.outputs],
+        "instance_group": [_instance_group(model, servable.device)],
+        # Triton's instance_group cannot say which logical CPU; our own device name can.
+        "parameters": {"device": {"string_value": servable.device}},
     }
+
+
+def _instance_group(model: str, device: str) -> dict[str, Any]:
+    """Where the version runs, as Triton's config reports it: one instance, of KIND_GPU (with its
+    GPU's index) or KIND_CPU."""
+    kind, index = parse_device(device)
+    return {"name": f"{model}_0", "kind": f"KIND_{kind.upper()}", "count": 1, "gpus": [index] if kind == "gpu" else []}
 
 
 @router.get("/v2/models/{model}/config", dependencies=[Depends(require_api)])

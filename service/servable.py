@@ -1,13 +1,15 @@
 """A servable: one loaded, warmed-up version of a model, ready to run requests.
 
 Loading a version parses its graph (a GraphDef, or a SavedModel's `serve` MetaGraphDef with its
-variables restored), checks every op has a kernel, resolves the signatures (a SavedModel's
-SignatureDefs, then config.yaml's, else the default one a frozen graph implies) and warms each
-signature up, so that the first request after a version becomes visible pays no compilation.
+variables restored), puts it on its device (config.yaml's `device`, else the server's), checks
+every op has a kernel, resolves the signatures (a SavedModel's SignatureDefs, then config.yaml's,
+else the default one a frozen graph implies) and warms each signature up, so that the first
+request after a version becomes visible pays no compilation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +19,7 @@ import numpy as np
 
 from engine import Graph, Session, SessionOptions, dtypes, load_graph, parse_tensor_name
 from engine.attrs import decode_shape
+from engine.devices import DeviceError, canonical_device, parse_device
 from engine.errors import EngineError, GraphError
 from engine.plan import PLACEHOLDER_OPS
 from engine.prune import prune_to_signature
@@ -25,6 +28,7 @@ from engine.summary import graph_outputs
 from service.batching import BatchingOptions, BatchScheduler, BatchStats
 from service.config import ModelConfig
 from service.errors import BadRequest, NotFound
+from service.settings import check_device_available
 from service.signatures import DEFAULT_SIGNATURE, Signature, TensorSpec
 
 __all__ = ["Servable", "LoadError", "load_servable", "GRAPHDEF_PLATFORM", "SAVED_MODEL_PLATFORM"]
@@ -61,6 +65,7 @@ class Servable:
     # The graph holds paths into the directory it was loaded from (a SavedModel's assets): a servable
     # loaded from a staging directory must be loaded again once the directory has moved into place.
     uses_asset_paths: bool = False
+    device: str = "cpu:0"  # canonical: the model's config.yaml `device`, else the server's default
 
     def close(self) -> None:
         """Stop batching (queued requests still run); called once the version leaves service."""
@@ -284,15 +289,20 @@ def load_servable(
     *,
     batching: BatchingOptions | None = None,
     on_batch: Callable[[BatchStats], None] | None = None,
+    default_device: str = "cpu",
 ) -> Servable:
     """Parse, check, resolve signatures and warm up; raises LoadError saying what is wrong.
-    `source` is a GraphDef (bytes, or a `model.pb[txt]` path) or a SavedModel directory.
+    `source` is a GraphDef (bytes, or a `model.pb[txt]` path) or a SavedModel directory. The
+    version runs on config.yaml's `device`, else on `default_device`.
     With `batching`, the servable gets a batch scheduler (started once everything else loaded)."""
     start = time.perf_counter()
+    device = _device(config.device or default_device)
     try:
         graph, declared, platform, uses_asset_paths = _load_graph(source)
-        session = Session(graph, device="cpu", options=options)
+        session = Session(graph, device=device, options=_options_for(device, options))
     except GraphError as e:
+        raise LoadError(str(e)) from None
+    except DeviceError as e:
         raise LoadError(str(e)) from None
     except OSError as e:
         raise LoadError(f"cannot read the model: {e}") from None
@@ -307,5 +317,23 @@ def load_servable(
         scheduler = BatchScheduler(
             lambda feeds, fetches: session.run(list(fetches), dict(feeds)), batching, name=f"{model}-{version}", on_batch=on_batch
         )
-    log.info("loaded %s version %d in %.3f s%s", model, version, seconds, " (batching)" if scheduler else "")
-    return Servable(model, version, session, signatures, seconds, scheduler, platform, uses_asset_paths)
+    log.info("loaded %s version %d on %s in %.3f s%s", model, version, device, seconds, " (batching)" if scheduler else "")
+    return Servable(model, version, session, signatures, seconds, scheduler, platform, uses_asset_paths, device)
+
+
+def _options_for(device: str, options: SessionOptions) -> SessionOptions:
+    """A model placed on logical CPU N needs a session with at least N + 1 logical CPUs."""
+    kind, index = parse_device(device)
+    if kind == "cpu" and index >= options.logical_cpus:
+        return dataclasses.replace(options, logical_cpus=index + 1)
+    return options
+
+
+def _device(spec: str) -> str:
+    """The canonical name of a device this process has; LoadError (naming the device) otherwise, so
+    that a model meant for a missing GPU fails to load alone while the others serve."""
+    try:
+        check_device_available(spec)
+        return canonical_device(spec)
+    except DeviceError as e:
+        raise LoadError(str(e)) from None

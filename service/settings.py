@@ -9,14 +9,15 @@ import ipaddress
 import os
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import PlanOptions, SessionOptions
+from engine.devices import DeviceError, gpu_count, parse_device
 from service.archive import ArchiveLimits
 from service.batching import BatchingOptions
 
-__all__ = ["Settings", "is_loopback"]
+__all__ = ["Settings", "is_loopback", "check_device_available"]
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -102,8 +103,22 @@ class Settings(BaseSettings):
     """Most bytes an uploaded archive may expand to per byte of archive (a zip or gzip bomb gets 413);
     archives expanding to 16 MiB or less are not held to it."""
 
+    device: str = "cpu"
+    """The device models run on unless their config.yaml names one (`device:`): `cpu`, `cpu:N`, `gpu`,
+    `gpu:N`, or TensorFlow's `/device:GPU:0`. The server refuses to start on a GPU it does not have."""
+
+    cuda_graphs: bool = True
+    """Capture a plan's GPU kernel launches as a CUDA graph and replay it where the plan allows
+    (GPU devices only); turn off to launch kernel by kernel."""
+
     log_level: str = "info"
     """uvicorn's log level."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        parse_device(value)  # DeviceError (a ValueError) names the nonsense
+        return value.strip()
 
     def batching_options(self) -> BatchingOptions:
         """The server-wide batching defaults (a ValueError names an inconsistent combination)."""
@@ -126,11 +141,27 @@ class Settings(BaseSettings):
             prun_max_handles=self.prun_max_handles,
             prun_timeout_s=self.prun_timeout_s,
             plan=PlanOptions(max_loop_iterations=self.max_loop_iterations),
+            cuda_graphs=self.cuda_graphs,
         )
 
     def management_open_without_token(self) -> bool:
         """Management without a token is safe only when nobody but this machine can connect."""
         return is_loopback(self.host)
+
+
+def check_device_available(spec: str) -> None:
+    """DeviceError unless this process has device `spec`: a GPU needs cupy and a CUDA device of that
+    index. Any CPU index passes here (logical CPUs are the engine's to create)."""
+    kind, index = parse_device(spec)
+    if kind != "gpu":
+        return
+    count = gpu_count()
+    if count == 0:
+        raise DeviceError(f"device '{spec}' is not available: no GPU found (the GPU backend needs cupy and a CUDA "
+                          "device: pip install 'tensorgate[gpu]')")
+    if index >= count:
+        raise DeviceError(f"device '{spec}' is not available: this machine has {count} GPU{'s' if count > 1 else ''} "
+                          f"(gpu:0 to gpu:{count - 1})")
 
 
 def is_loopback(host: str) -> bool:

@@ -54,7 +54,8 @@ class Array:
         return self.op("TensorArraySizeV3", self.handle, self.flow)[0]
 
 
-@pytest.fixture(params=list(_backends()))
+# TensorArray ops run on the CPU only (placement keeps them there).
+@pytest.fixture(params=list(_backends("cpu")))
 def array(request):
     """array(size, **attrs) -> a new Array on the parametrized backend."""
     device, xp = request.param

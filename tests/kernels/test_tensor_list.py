@@ -33,7 +33,8 @@ def _to_host(value):
     return np.asarray(value.get() if hasattr(value, "get") else value)
 
 
-@pytest.fixture(params=list(_backends()))
+# TensorList ops run on the CPU only (placement keeps them there).
+@pytest.fixture(params=list(_backends("cpu")))
 def run(request):
     """run("Op", *inputs, **attrs) -> outputs, with TensorLists kept as lists and arrays back in numpy."""
     device, xp = request.param

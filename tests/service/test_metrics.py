@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from engine.devices import gpu_available
+from service.metrics import Metrics
 from tests.service.conftest import EXAMPLES
 from tests.service.test_batching import metric
 
@@ -71,3 +73,102 @@ def test_promtool_check_metrics_is_clean(server, client):
     # Only Triton's own names draw promtool's unit-abbreviation lint; everything of ours is clean.
     assert flagged <= TRITON_NAMES, problems
     assert all("abbreviated units" in line for line in problems), problems
+
+
+class FakeCupy:
+    """Just the cupy surface the GPU memory collector reads, for two GPUs with made-up numbers:
+    memGetInfo and the default memory pool answer for the current device, as cupy's do."""
+
+    GiB = 1024**3
+
+    def __init__(self, uuids=(bytes(range(16)), None)):
+        fake = self
+        self.current = 0
+        self.uuids = uuids
+
+        class Device:
+            def __init__(self, index):
+                self.index = index
+
+            def __enter__(self):
+                self.previous, fake.current = fake.current, self.index
+                return self
+
+            def __exit__(self, *exc):
+                fake.current = self.previous
+
+        class Runtime:
+            @staticmethod
+            def getDeviceCount():
+                return 2
+
+            @staticmethod
+            def memGetInfo():  # (free, total)
+                return (fake.GiB * (70 - fake.current), fake.GiB * 80)
+
+            @staticmethod
+            def getDeviceProperties(index):
+                uuid = fake.uuids[index]
+                return {"name": b"Fake GPU"} if uuid is None else {"name": b"Fake GPU", "uuid": uuid}
+
+        class Pool:
+            def used_bytes(self):
+                return 1000 * (fake.current + 1)
+
+            def total_bytes(self):
+                return 4000 * (fake.current + 1)
+
+        self.cuda = type("cuda", (), {"Device": Device, "runtime": Runtime})
+        self._pool = Pool()
+
+    def get_default_memory_pool(self):
+        return self._pool
+
+
+def samples(text: str, name: str) -> dict[str, float]:
+    """{labels: value} of one metric name in an exposition."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name):].rsplit(" ", 1)
+            found[labels] = float(value)
+    return found
+
+
+def test_gpu_memory_is_read_per_device_at_scrape_time():
+    fake = FakeCupy()
+    text = Metrics(gpu=lambda: fake).exposition().decode()
+    G = FakeCupy.GiB
+    assert samples(text, "tensorgate_gpu_memory_used_bytes") == {'{device="gpu:0"}': 10 * G, '{device="gpu:1"}': 11 * G}
+    assert samples(text, "tensorgate_gpu_memory_total_bytes") == {'{device="gpu:0"}': 80 * G, '{device="gpu:1"}': 80 * G}
+    assert samples(text, "tensorgate_gpu_memory_pool_used_bytes") == {'{device="gpu:0"}': 1000, '{device="gpu:1"}': 2000}
+    assert samples(text, "tensorgate_gpu_memory_pool_total_bytes") == {'{device="gpu:0"}': 4000, '{device="gpu:1"}': 8000}
+    # Triton's names, labelled by the GPU's UUID as nvidia-smi prints it, else by the device index.
+    uuid = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+    assert samples(text, "nv_gpu_memory_used_bytes") == {f'{{gpu_uuid="{uuid}"}}': 10 * G, '{gpu_uuid="1"}': 11 * G}
+    assert samples(text, "nv_gpu_memory_total_bytes") == {f'{{gpu_uuid="{uuid}"}}': 80 * G, '{gpu_uuid="1"}': 80 * G}
+    assert "# TYPE tensorgate_gpu_memory_used_bytes gauge" in text and "# TYPE nv_gpu_memory_used_bytes gauge" in text
+    assert fake.current == 0  # the current device is put back
+
+
+def test_gpu_memory_series_are_absent_without_a_gpu(server, client):
+    assert "gpu_memory" not in Metrics(gpu=lambda: None).exposition().decode()
+    if not gpu_available():
+        assert "gpu_memory" not in client(server).get("/metrics").text
+
+
+def test_a_failing_gpu_read_leaves_the_rest_of_the_scrape_intact():
+    class Broken(FakeCupy):
+        def get_default_memory_pool(self):
+            raise RuntimeError("cudaErrorDevicesUnavailable")
+
+    text = Metrics(gpu=Broken).exposition().decode()
+    assert "gpu_memory" not in text and "tensorgate_in_flight_requests" in text
+
+
+@pytest.mark.skipif(_promtool() is None, reason="promtool is not installed (Debian package prometheus; .ci/run installs it)")
+def test_promtool_check_metrics_is_clean_for_gpu_series():
+    text = Metrics(gpu=FakeCupy).exposition()
+    result = subprocess.run([_promtool(), "check", "metrics"], input=text, capture_output=True, timeout=60)
+    problems = [line for line in (result.stdout + result.stderr).decode().splitlines() if line.strip()]
+    assert not problems, problems

@@ -1,0 +1,69 @@
+# syntax=docker/dockerfile:1
+# tensorgate's container image: python:3.11-slim, dependencies installed from a pinned, hashed lock,
+# a non-root user, the example models baked in at /models for a quick start.
+#
+#   docker build -t tensorgate:0.1.0 .
+#   docker run --rm -p 8000:8000 tensorgate:0.1.0                                  # the example models
+#   docker run --rm -p 8000:8000 -v "$PWD/my_models:/models" tensorgate:0.1.0      # your repository
+#
+# The GPU variant is the same file with two build arguments: CuPy for CUDA 12 and the CUDA libraries
+# it loads come from requirements-gpu.lock (PyPI wheels, so no CUDA base image is needed; the NVIDIA
+# container runtime brings the driver), and the server runs models on the GPU by default:
+#
+#   docker build --build-arg REQUIREMENTS=requirements-gpu.lock --build-arg DEVICE=gpu -t tensorgate:0.1.0-gpu .
+#   docker run --rm --gpus all -p 8000:8000 tensorgate:0.1.0-gpu
+#
+# Size (estimated from the installed packages, see docs/deploy.md): CPU about 270 MB uncompressed
+# (python:3.11-slim ~125 MB + /opt/venv ~145 MB); GPU about 3 GB (the CUDA libraries).
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
+ARG REQUIREMENTS=requirements.lock
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv
+COPY requirements.lock requirements-gpu.lock /tmp/
+# --require-hashes: every wheel is the one the lock names, byte for byte.
+RUN /opt/venv/bin/pip install --no-deps --require-hashes -r "/tmp/${REQUIREMENTS}"
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY engine/ engine/
+COPY kernels/ kernels/
+COPY service/ service/
+# The project itself, without dependencies (all came from the lock); then the installers go, since
+# nothing at run time installs packages.
+RUN /opt/venv/bin/pip install --no-deps --no-compile . \
+    && /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.11/site-packages/engine \
+       /opt/venv/lib/python3.11/site-packages/kernels /opt/venv/lib/python3.11/site-packages/service \
+    && /opt/venv/bin/pip uninstall -q -y pip setuptools
+
+FROM ${PYTHON_IMAGE}
+ARG DEVICE=cpu
+LABEL org.opencontainers.image.title="tensorgate" \
+      org.opencontainers.image.description="A model server for TensorFlow graphs (TF Serving REST and the Open Inference Protocol)" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# A fixed uid/gid >= 10000, so that it never maps to a host user and Kubernetes' runAsNonRoot can check it.
+RUN groupadd --system --gid 10001 tensorgate \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin tensorgate
+COPY --from=build /opt/venv /opt/venv
+# The example models, owned by the server's user: uploads, staging and trash live inside the repository.
+# Mount your own repository over /models (the documented path); a mount replaces these.
+COPY --chown=10001:10001 models/ /models/
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp \
+    CUPY_CACHE_DIR=/tmp/cupy-kernel-cache \
+    TENSORGATE_HOST=0.0.0.0 \
+    TENSORGATE_PORT=8000 \
+    TENSORGATE_MODEL_REPOSITORY=/models \
+    TENSORGATE_DEVICE=${DEVICE}
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 8000
+# Liveness, not readiness: a model that fails to load keeps the server unready (by design) but must
+# not get the container restarted in a loop by an orchestrator that acts on "unhealthy".
+HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/v2/health/live' % os.environ.get('TENSORGATE_PORT', '8000'), timeout=2)"]
+ENTRYPOINT ["tensorgate", "serve"]

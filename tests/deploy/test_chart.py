@@ -1,0 +1,272 @@
+"""The helm chart, without a cluster: `helm lint --strict`, `helm template` of every values profile,
+every rendered object validated against Kubernetes' own schemas (kubernetes-validate --strict; the
+CRD kinds against schemas of ours in schemas/), and what a deployment relies on asserted on the
+rendered YAML: probes, security context, ports, labels, storage, autoscaling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from service.settings import Settings
+from tests.deploy.conftest import CHART, KUBE_VERSION, PROFILES, ROOT, find, run_helm, tool
+
+SCHEMAS = Path(__file__).parent / "schemas"
+# Kinds kubernetes-validate has no schema for (it would only warn and pass them): each is checked
+# against a strict schema of ours covering the fields this project writes.
+CRD_SCHEMAS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): SCHEMAS / "servicemonitor-monitoring.coreos.com-v1.json",
+    ("serving.kserve.io/v1alpha1", "ServingRuntime"): SCHEMAS / "servingruntime-serving.kserve.io-v1alpha1.json",
+}
+KSERVE_RUNTIME = ROOT / "deploy" / "kserve" / "servingruntime.yaml"
+# Settings the chart owns: host/port/repository are fixed by the pod layout, the tokens come from Secrets.
+CHART_MANAGED_SETTINGS = {"model_repository", "host", "port", "admin_token", "api_token"}
+
+
+def server(objects: list[dict]) -> dict:
+    return next(c for c in find(objects, "Deployment")["spec"]["template"]["spec"]["containers"] if c["name"] == "tensorgate")
+
+
+def pod_spec(objects: list[dict]) -> dict:
+    return find(objects, "Deployment")["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_helm_lint_strict(helm, profile):
+    args = list(PROFILES[profile])
+    if "--api-versions" in args:  # a `helm template` flag only
+        del args[args.index("--api-versions"):args.index("--api-versions") + 2]
+    result = run_helm(helm, "lint", "--strict", "--kube-version", KUBE_VERSION, str(CHART), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendered_objects_validate_against_kubernetes_schemas(render, tmp_path):
+    validator = tool("kubernetes-validate")
+    if validator is None:
+        pytest.skip("kubernetes-validate is not installed (a dev extra: pip install -e '.[dev]')")
+    files, custom = [], []
+    for profile, args in sorted(PROFILES.items()):
+        core = []
+        for obj in render(*args):
+            (custom if (obj["apiVersion"], obj["kind"]) in CRD_SCHEMAS else core).append(obj)
+        files.append(tmp_path / f"{profile}.yaml")
+        files[-1].write_text(yaml.safe_dump_all(core))
+    runtime = yaml.safe_load(KSERVE_RUNTIME.read_text())
+    custom.append(runtime)
+    # The runtime's containers are core Containers: checked as such inside a Pod.
+    files.append(tmp_path / "kserve-containers.yaml")
+    files[-1].write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kserve-containers"},
+                                         "spec": {"containers": runtime["spec"]["containers"]}}))
+    result = subprocess.run([validator, "--strict", "--kubernetes-version", KUBE_VERSION, *map(str, files)],
+                            capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # kubernetes-validate passes a kind it has no schema for with a warning: none may be left.
+    assert "WARN" not in output and "ERROR" not in output, output
+    assert output.count("passed for resource") >= 30, output
+
+    kinds = {(o["apiVersion"], o["kind"]) for o in custom}
+    assert kinds == set(CRD_SCHEMAS), kinds
+    for obj in custom:
+        jsonschema.validate(obj, json.loads(CRD_SCHEMAS[obj["apiVersion"], obj["kind"]].read_text()))
+
+
+def test_default_profile_objects(render):
+    objects = render()
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == sorted(["ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "Pod", "Service", "ServiceAccount"])
+    # No CRD API in the cluster: no ServiceMonitor; no autoscaling by default.
+    assert not any(o["kind"] in ("ServiceMonitor", "HorizontalPodAutoscaler", "PersistentVolumeClaim") for o in objects)
+
+
+def test_labels_are_the_recommended_ones_and_select_the_pods(render):
+    objects = render()
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "tensorgate", obj["metadata"]["name"]
+        assert labels["app.kubernetes.io/instance"] == "tg"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["helm.sh/chart"] == "tensorgate-0.1.0"
+    deployment = find(objects, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "tensorgate", "app.kubernetes.io/instance": "tg"}
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert find(objects, "Service")["spec"]["selector"] == selector
+    assert find(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"] == selector
+
+
+def test_ports_are_named_and_the_service_targets_them(render):
+    objects = render()
+    container = server(objects)
+    assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    (port,) = find(objects, "Service")["spec"]["ports"]
+    assert port["name"] == "http" and port["targetPort"] == "http" and port["port"] == 8000
+    settings = find(objects, "ConfigMap", "-settings")["data"]
+    assert settings["TENSORGATE_PORT"] == "8000" and settings["TENSORGATE_HOST"] == "0.0.0.0"
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_probes_use_the_health_endpoints(render, profile):
+    container = server(render(*PROFILES[profile]))
+    assert container["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    # Startup must allow for loading and warming up every model before liveness takes over.
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_container_is_hardened(render, profile):
+    objects = render(*PROFILES[profile])
+    spec = pod_spec(objects)
+    pod = spec["securityContext"]
+    assert pod["runAsNonRoot"] is True and pod["runAsUser"] >= 10000 and pod["fsGroup"] >= 10000
+    assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["automountServiceAccountToken"] is False
+    test_pod = find(objects, "Pod", "-test-health")
+    containers = spec.get("initContainers", []) + spec["containers"] + test_pod["spec"]["containers"]
+    for c in containers:
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True, c["name"]
+        assert sc["allowPrivilegeEscalation"] is False, c["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        assert sc["runAsNonRoot"] is True and sc["seccompProfile"] == {"type": "RuntimeDefault"}, c["name"]
+        assert "memory" in c["resources"]["limits"], c["name"]
+    # With a read-only root, what the server writes goes to volumes: the repository and /tmp.
+    mounts = {m["mountPath"]: m["name"] for m in server(objects)["volumeMounts"]}
+    assert mounts == {"/models": "models", "/tmp": "tmp"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in volumes["tmp"]
+    assert not any(m.get("readOnly") for m in server(objects)["volumeMounts"])
+
+
+def test_image_source_seeds_an_empty_dir_from_the_image(render):
+    spec = pod_spec(render())
+    assert "emptyDir" in {v["name"]: v for v in spec["volumes"]}["models"]
+    (prepare,) = spec["initContainers"]
+    assert prepare["image"] == server(render())["image"] == "tensorgate:0.1.0"
+    assert {"name": "SEED_FROM_IMAGE", "value": "true"} in prepare["env"]
+    assert {"name": "models", "mountPath": "/repository"} in prepare["volumeMounts"]
+
+
+def test_s3_source_fetches_before_start_and_syncs_beside_the_server(render):
+    objects = render(*PROFILES["s3"])
+    spec = pod_spec(objects)
+    assert [c["name"] for c in spec["initContainers"]] == ["fetch-models", "prepare-repository"]
+    assert [c["name"] for c in spec["containers"]] == ["tensorgate", "sync-models"]
+    fetch, sync = spec["initContainers"][0], spec["containers"][1]
+    for c in (fetch, sync):
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["S3_URL"] == "s3://models/prod" and env["S3_ENDPOINT"] == "http://minio:9000"
+        assert c["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
+    assert {e["name"]: e["value"] for e in sync["env"]}["SYNC_INTERVAL_SECONDS"] == "60"
+    # Model configs travel in the repository ConfigMap, written by prepare-repository.
+    repository = find(objects, "ConfigMap", "-repository")["data"]
+    assert yaml.safe_load(repository["model.iris_classifier.yaml"]) == {"version_policy": {"latest": 2}, "labels": {"stable": 1, "canary": 2}}
+    assert "s3-sync.sh" in repository and "prepare-repository.sh" in repository
+
+
+def test_admin_token_comes_from_a_secret(render):
+    objects = render(*PROFILES["s3"])
+    secret = find(objects, "Secret", "-tokens")
+    env = {e["name"]: e for e in server(objects)["env"]}
+    ref = env["TENSORGATE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": secret["metadata"]["name"], "key": "admin-token"}
+    assert "value" not in env["TENSORGATE_ADMIN_TOKEN"]
+    # An existing Secret is referenced, never created.
+    objects = render(*PROFILES["autoscaling"])
+    assert not any(o["kind"] == "Secret" for o in objects)
+    ref = {e["name"]: e for e in server(objects)["env"]}["TENSORGATE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "tensorgate-admin", "key": "admin-token"}
+    # No token at all: no variable (management stays closed beyond loopback).
+    assert "env" not in server(render()) or not server(render())["env"]
+
+
+def test_gpu_profile_requests_a_gpu_and_tolerates_gpu_nodes(render):
+    objects = render(*PROFILES["gpu"])
+    container, spec = server(objects), pod_spec(objects)
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["image"] == "tensorgate:0.1.0-gpu"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert find(objects, "ConfigMap", "-settings")["data"]["TENSORGATE_DEVICE"] == "gpu"
+
+
+def test_autoscaling_profile_shares_a_read_write_many_volume_and_scales_on_cpu_and_queue_time(render):
+    objects = render(*PROFILES["autoscaling"])
+    claim = find(objects, "PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pod_spec(objects)["volumes"][0] == {"name": "models", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    deployment = find(objects, "Deployment")
+    assert "replicas" not in deployment["spec"]  # the HPA owns it
+    hpa = find(objects, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+    metrics = {m["type"]: m for m in hpa["spec"]["metrics"]}
+    assert metrics["Resource"]["resource"]["name"] == "cpu"
+    assert metrics["Pods"]["pods"]["metric"]["name"] == "tensorgate_queue_seconds"
+    # The ServiceMonitor appears once the cluster has the Prometheus Operator's API.
+    monitor = find(objects, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}]
+    assert monitor["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    constraint = pod_spec(objects)["topologySpreadConstraints"][0]
+    assert constraint["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_default_hpa_scales_on_cpu(render):
+    hpa = find(render("--set", "autoscaling.enabled=true"), "HorizontalPodAutoscaler")
+    assert [m["type"] for m in hpa["spec"]["metrics"]] == ["Resource"]
+    assert hpa["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
+
+
+def test_dashboard_config_map_is_labelled_for_grafana(render):
+    dashboard = find(render(), "ConfigMap", "-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["tensorgate.json"])["uid"] == "tensorgate-overview"
+
+
+def test_helm_test_pod_calls_the_health_endpoints(render):
+    pod = find(render(), "Pod", "-test-health")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = " ".join(pod["spec"]["containers"][0]["args"])
+    assert "http://tg-tensorgate:8000" in script and "/v2/health/ready" in script and "/v2/health/live" in script
+
+
+def test_settings_in_the_values_schema_are_the_servers(helm):
+    """values.schema.json lists every server setting the chart does not manage itself, so a typo
+    fails `helm install` and a new setting cannot be forgotten."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["settings"]
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]) == set(Settings.model_fields) - CHART_MANAGED_SETTINGS
+    result = run_helm(helm, "template", "tg", str(CHART), "--set", "settings.poll_intervals=2")
+    assert result.returncode != 0 and "poll_intervals" in result.stderr
+
+
+def test_invalid_values_fail_with_a_reason(helm):
+    cases = {
+        ("--set", "models.source=nfs"): "source",
+        ("--set", "models.source=s3"): "models.s3.url",
+        ("--set", "models.source=pvc", "--set", "replicaCount=3", "--set", "models.pvc.accessModes={ReadWriteOnce}"): "ReadWriteMany",
+    }
+    for args, reason in cases.items():
+        result = run_helm(helm, "template", "tg", str(CHART), *args)
+        assert result.returncode != 0 and reason in result.stderr, (args, result.stderr)
+
+
+def test_settings_render_as_the_variables_the_server_reads(render):
+    data = find(render("--set", "settings.batching=true", "--set-json", "settings.batching_allowed_batch_sizes=[8,16,32]",
+                       "--set", "settings.batching_max_batch_size=32"), "ConfigMap", "-settings")["data"]
+    assert data["TENSORGATE_BATCHING"] == "true"
+    assert json.loads(data["TENSORGATE_BATCHING_ALLOWED_BATCH_SIZES"]) == [8, 16, 32]
+    environ = {k: v for k, v in data.items() if k.startswith("TENSORGATE_")}
+    import os
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, environ, clear=True):
+        settings = Settings()
+    assert settings.batching and settings.batching_allowed_batch_sizes == [8, 16, 32] and settings.port == 8000
+    assert str(settings.model_repository) == "/models"
