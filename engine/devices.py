@@ -143,10 +143,11 @@ def resolve_device(spec: str, logical_cpus: int = 1) -> str:
     if kind == "gpu":
         count = gpu_count()
         if count == 0:
-            raise DeviceError(f"device '{spec}' is not available: the GPU backend needs cupy and a CUDA device "
-                              "(pip install 'tensorgate[gpu]')")
+            raise DeviceError(f"device '{spec}' is not available: no GPU found (the GPU backend needs cupy and a "
+                              "CUDA device: pip install 'tensorgate[gpu]')")
         if index >= count:
-            raise DeviceError(f"device '{spec}' is not available: this machine has {count} GPU(s)")
+            raise DeviceError(f"device '{spec}' is not available: this machine has {count} GPU(s) "
+                              f"(gpu:0 to gpu:{count - 1})")
     return f"{kind}:{index}"
 
 

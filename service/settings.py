@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import PlanOptions, SessionOptions
-from engine.devices import DeviceError, gpu_count, parse_device
+from engine.devices import DeviceError, parse_device, resolve_device
 from service.archive import ArchiveLimits
 from service.batching import BatchingOptions
 
@@ -152,16 +152,8 @@ class Settings(BaseSettings):
 def check_device_available(spec: str) -> None:
     """DeviceError unless this process has device `spec`: a GPU needs cupy and a CUDA device of that
     index. Any CPU index passes here (logical CPUs are the engine's to create)."""
-    kind, index = parse_device(spec)
-    if kind != "gpu":
-        return
-    count = gpu_count()
-    if count == 0:
-        raise DeviceError(f"device '{spec}' is not available: no GPU found (the GPU backend needs cupy and a CUDA "
-                          "device: pip install 'tensorgate[gpu]')")
-    if index >= count:
-        raise DeviceError(f"device '{spec}' is not available: this machine has {count} GPU{'s' if count > 1 else ''} "
-                          f"(gpu:0 to gpu:{count - 1})")
+    _, index = parse_device(spec)
+    resolve_device(spec, logical_cpus=index + 1)
 
 
 def is_loopback(host: str) -> bool:
