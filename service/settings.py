@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import PlanOptions, SessionOptions
-from engine.devices import DeviceError, parse_device, resolve_device
+from engine.devices import parse_device, resolve_device
 from service.archive import ArchiveLimits
 from service.batching import BatchingOptions
 
