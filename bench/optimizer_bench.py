@@ -28,8 +28,7 @@ sys.path.insert(0, str(ROOT))
 import engine  # noqa: E402
 from engine.allocator import tune_allocator  # noqa: E402
 from engine.graph import Graph, parse_tensor_name  # noqa: E402
-from engine.passes import PassContext, optimize, pipeline_names  # noqa: E402
-from engine.prune import prune_to_signature  # noqa: E402
+from engine.plan import prepare_signature  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from engine_bench import make_input, median_seconds  # noqa: E402
@@ -44,15 +43,8 @@ CONFIGS = {
 
 
 def node_count(graph: Graph, feed: str, fetch: str, options: engine.PlanOptions) -> int:
-    """Nodes left for the plan, as compile_plan leaves them: pruned, optimized, pruned again."""
-    feeds, fetches = [parse_tensor_name(feed)], [parse_tensor_name(fetch)]
-    nodes = prune_to_signature(graph, feeds, fetches, ())
-    passes = pipeline_names(constant_folding=options.constant_folding, optimize=options.optimize)
-    if passes:
-        ctx = PassContext(fed=frozenset(feeds), preserve=frozenset(ref.node for ref in fetches))
-        optimized = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
-        nodes = prune_to_signature(optimized, feeds, fetches, ())
-    return len(nodes)
+    """Nodes left for the plan: the signature as compile_plan prepares it (pruned, optimized, pruned again)."""
+    return len(prepare_signature(graph, [feed], [fetch], options=options).nodes)
 
 
 def checked_tensor(graph: Graph, fetch: str) -> str:

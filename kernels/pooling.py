@@ -21,7 +21,7 @@ from kernels.conv import (
 )
 from kernels.registry import kernel
 
-__all__ = ["max_pool", "max_pool_v2", "avg_pool"]
+__all__ = ["max_pool", "max_pool_v2", "avg_pool", "pool_window"]
 
 DataFormat = Literal["NHWC", "NCHW"]
 
@@ -88,10 +88,18 @@ def _ints(values: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in (values.tolist() if hasattr(values, "tolist") else values))
 
 
+def pool_window(in_hw: tuple[int, int], ksize: Any, strides: Any, padding: str, explicit_paddings: Any,
+                data_format: str) -> Window2D:
+    """The windows of a pooling node over an `in_hw` image; `ksize` and `strides` (attrs, or MaxPoolV2's
+    int32 tensors) list the batch and channel entries too, in data_format order."""
+    ksize = _ints(ksize)
+    k_hw = (ksize[1], ksize[2]) if data_format == "NHWC" else (ksize[2], ksize[3])
+    return window_from_attrs(in_hw, k_hw, _ints(strides), padding, explicit_paddings, data_format)
+
+
 def _max_pool(xp, x, ksize, strides, padding, explicit_paddings, data_format):
     layout = _Layout(data_format)
-    k_hw = (ksize[1], ksize[2]) if layout.nhwc else (ksize[2], ksize[3])
-    win = window_from_attrs(layout.hw(x), k_hw, strides, padding, explicit_paddings, data_format)
+    win = pool_window(layout.hw(x), ksize, strides, padding, explicit_paddings, data_format)
     return (_pool(xp, x, win, layout, "max"),)
 
 
@@ -107,7 +115,7 @@ def max_pool(
     data_format: DataFormat = "NHWC",
 ):
     """The maximum of each ksize window; padding cells never win."""
-    return _max_pool(xp, input, _ints(ksize), _ints(strides), padding, explicit_paddings, data_format)
+    return _max_pool(xp, input, ksize, strides, padding, explicit_paddings, data_format)
 
 
 @kernel("MaxPoolV2")
@@ -121,7 +129,7 @@ def max_pool_v2(
     data_format: DataFormat = "NHWC",
 ):
     """MaxPool with ksize and strides given as int32 tensors rather than attrs."""
-    return _max_pool(xp, input, _ints(ksize), _ints(strides), padding, (), data_format)
+    return _max_pool(xp, input, ksize, strides, padding, (), data_format)
 
 
 @kernel("AvgPool")
@@ -136,9 +144,7 @@ def avg_pool(
 ):
     """The mean of each ksize window over its real cells: SAME windows at the border divide by fewer."""
     layout = _Layout(data_format)
-    ksize = _ints(ksize)
-    k_hw = (ksize[1], ksize[2]) if layout.nhwc else (ksize[2], ksize[3])
-    win = window_from_attrs(layout.hw(value), k_hw, strides, padding, (), data_format)
+    win = pool_window(layout.hw(value), ksize, strides, padding, (), data_format)
     total = _pool(xp, value, win, layout, "sum")
     rows, cols = win.row_counts()
     # Real cells per window = (real rows) * (real columns): the window is a rectangle clipped to the image.

@@ -17,7 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from kernels.host import format_dims
+from kernels.host import format_dims, host_vector
 from kernels.registry import kernel
 
 __all__ = [
@@ -51,10 +51,8 @@ def _accumulator(dtype: np.dtype) -> np.dtype:
 def _reduction_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """The axis input as sorted non-negative ints; ValueError (TensorFlow's words) when out of range
     or repeated."""
-    values = axis.tolist()
-    values = values if isinstance(values, list) else [values]
     axes = []
-    for a in values:
+    for a in host_vector(axis):
         if not -ndim <= a < ndim:
             raise ValueError(f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)")
         a %= ndim

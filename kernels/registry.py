@@ -138,8 +138,11 @@ def register(
     """Register `fn` as the kernel of `op` on each of `devices` (1 output and stateless unless told).
 
     With `override`, `fn` replaces the kernel already registered for each of `devices` (see the module
-    docstring); KernelNotFoundError if there is none, DuplicateKernelError if it was overridden already."""
+    docstring) and takes its output count and statefulness, which it may not restate;
+    KernelNotFoundError if there is none, DuplicateKernelError if it was overridden already."""
     params = _attr_params(fn)
+    if override and (outputs is not None or stateful is not None):
+        raise ValueError(f"an override of '{op}' keeps the output count and statefulness of the kernel it replaces")
     for device in devices:
         if device not in DEVICES:
             raise ValueError(f"unknown device '{device}' for op '{op}'")
@@ -161,15 +164,7 @@ def register(
                 f"the '{device}' override of '{op}' takes attrs {sorted(p.name for p in params)}; the kernel "
                 f"it replaces takes {sorted(p.name for p in base.attr_params)}"
             )
-        _REGISTRY[key] = KernelDef(
-            op,
-            device,
-            fn,
-            base.outputs if outputs is None else outputs,
-            base.stateful if stateful is None else stateful,
-            params,
-            replaces=base,
-        )
+        _REGISTRY[key] = KernelDef(op, device, fn, base.outputs, base.stateful, params, replaces=base)
 
 
 def kernel(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kernels.host import format_dims, host_vector
+from kernels.partial_shape import compatible
 from kernels.registry import kernel
 
 __all__ = [
@@ -249,9 +250,7 @@ def bitcast(xp: Any, input: Any, *, type: Any) -> tuple:
 @kernel("EnsureShape")
 def ensure_shape(xp: Any, input: Any, *, shape: tuple[int | None, ...] | None = None) -> tuple:
     """`input` unchanged, after checking it is compatible with `shape` (None dims match anything)."""
-    if shape is not None and (
-        len(shape) != input.ndim or any(s is not None and s != d for s, d in zip(shape, input.shape))
-    ):
+    if not compatible(shape, tuple(input.shape)):
         raise ValueError(
             f"Shape of tensor input {format_dims(input.shape)} is not compatible with expected shape {format_dims(shape)}."
         )

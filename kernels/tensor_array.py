@@ -31,6 +31,7 @@ from engine.dtypes import tf_name_of_numpy
 from kernels.host import format_dims, host, host_scalar
 from kernels.partial_shape import PartialShape, compatible, format_shape, fully_defined
 from kernels.registry import kernel
+from kernels.tensor_list import element_zeros
 
 # TensorArrays are Python objects holding arrays: their ops run on the host, and placement keeps them there.
 _HOST = ("cpu",)
@@ -126,7 +127,7 @@ class TensorArray:
         if element.written:
             value = element.value
         elif fully_defined(self.element_shape):
-            value = xp.zeros(self.element_shape, dtype=self.element_dtype)
+            value = element_zeros(xp, self.element_dtype, self.element_shape)
         else:
             raise ValueError(
                 f"{self.label}: Could not read from TensorArray index {index}.  Furthermore, the element shape is "

@@ -35,15 +35,17 @@ from kernels.partial_shape import (
 )
 from kernels.registry import kernel
 
-# TensorLists are Python objects holding arrays: their ops run on the host, and placement keeps them there.
+# TensorLists are Python objects holding arrays: their ops run on the host, and placement keeps them there
+# (so `xp` is numpy, and string items stack like any others).
 _HOST = ("cpu",)
 
 __all__ = ["TensorList"]
 
 
-def _zeros(xp: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+def element_zeros(xp: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    """The value of an element never written: zeros, or empty strings for string lists and arrays."""
     if dtype == np.dtype(object):  # strings: TensorFlow's zero is the empty string
-        return np.full(shape, b"", dtype=object)
+        return xp.full(shape, b"", dtype=object)
     return xp.zeros(shape, dtype=dtype)
 
 
@@ -134,15 +136,15 @@ def _index(index: Any) -> int:
 def _stacked(xp: Any, lst: TensorList, items, element_shape: tuple[int, ...]) -> Any:
     """`items` (None: zeros) stacked on a new leading axis."""
     if not items:
-        return _zeros(xp, lst.element_dtype, (0, *element_shape))
+        return element_zeros(xp, lst.element_dtype, (0, *element_shape))
     zeros = None
     parts = []
     for item in items:
         if item is None:
-            zeros = _zeros(xp, lst.element_dtype, element_shape) if zeros is None else zeros
+            zeros = element_zeros(xp, lst.element_dtype, element_shape) if zeros is None else zeros
             item = zeros
         parts.append(item)
-    return (np if lst.element_dtype == np.dtype(object) else xp).stack(parts)
+    return xp.stack(parts)
 
 
 # --- creating lists -----------------------------------------------------------------------------------------
@@ -279,7 +281,7 @@ def tensor_list_get_item(xp, input_handle, index, element_shape, *, element_dtyp
     if not fully_defined(shape):
         raise ValueError(f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
                          f"{format_shape(shape)} and no list element is set.")
-    return (_zeros(xp, lst.element_dtype, shape),)
+    return (element_zeros(xp, lst.element_dtype, shape),)
 
 
 @kernel("TensorListStack", devices=_HOST)
@@ -369,11 +371,11 @@ def _concat(xp: Any, lst: TensorList, shape: PartialShape, leading_dims: list[in
         else:
             n = leading_dims[i]
         lengths.append(n)
-        parts.append(item if item is not None else _zeros(xp, lst.element_dtype, (n, *rest)))
+        parts.append(item if item is not None else element_zeros(xp, lst.element_dtype, (n, *rest)))
     if not parts:
-        joined = _zeros(xp, lst.element_dtype, (0, *rest))
+        joined = element_zeros(xp, lst.element_dtype, (0, *rest))
     else:
-        joined = (np if lst.element_dtype == np.dtype(object) else xp).concatenate(parts)
+        joined = xp.concatenate(parts)
     return joined, xp.asarray(lengths, dtype=np.int64).reshape(len(lengths))
 
 
@@ -446,7 +448,7 @@ def tensor_list_pop_back(xp, input_handle, element_shape, *, element_dtype: np.d
             # NOTE: no space before the shape: TensorFlow's message runs them together.
             raise ValueError(f"Trying to read an uninitialized tensor but element_shape is not fully defined."
                              f"{format_shape(shape)}")
-        last = _zeros(xp, lst.element_dtype, shape)
+        last = element_zeros(xp, lst.element_dtype, shape)
     return (lst.replace_items(lst.items[:-1]), last)
 
 

@@ -1,10 +1,10 @@
 """Common-subexpression elimination: nodes that must compute the same values become one node.
 
 Two nodes are the same computation when they agree on op, device, every attr (an attr left out
-equals the kernel's default for it), data inputs (in order,
-or as a multiset for commutative ops) and control inputs (as a set). Equal control inputs matter:
-inside a loop body or a conditional branch they are what places a constant in its frame and makes it
-dead on the untaken branch, so a Const guarded by one pivot never merges with an unguarded one.
+equals the kernel's default for it), data inputs (in order, or as a multiset for commutative ops) and
+control inputs (as a set). Equal control inputs matter: inside a loop body or a conditional branch
+they are what places a constant in its frame and makes it dead on the untaken branch, so a Const
+guarded by one pivot never merges with an unguarded one.
 
 Walking in topological order, each node's inputs are first renamed to the survivors of earlier
 merges, so whole duplicated subgraphs (Keras' repeated shape arithmetic) collapse bottom-up. The

@@ -60,8 +60,11 @@ def _statistics_unused(graph: Graph, node: Node, consumers: Consumers) -> bool:
     return all(not consumers.data.get(TensorRef(node.name, i)) for i in range(1, graph.output_counts[node.name]))
 
 
-def _foldable_producer(graph: Graph, node: Node, consumers: Consumers, ctx: PassContext, channels: int) -> Node | None:
-    """The convolution or matmul producing the batch norm's input, when its weights can take k."""
+def _foldable_producer(
+    graph: Graph, node: Node, consumers: Consumers, ctx: PassContext, channels: int
+) -> tuple[Node, np.ndarray] | None:
+    """(producer, its weights): the convolution or matmul producing the batch norm's input, when its
+    weights can take k."""
     x = node.inputs[0]
     if x in ctx.fed or x.node not in graph or x.index != 0:
         return None
@@ -73,7 +76,7 @@ def _foldable_producer(graph: Graph, node: Node, consumers: Consumers, ctx: Pass
     weights = constant_value(graph, producer.inputs[1], ctx.fed)
     if weights is None or weights.dtype != node.attrs.get("T") or out_channels(producer, weights) != channels:
         return None
-    return producer
+    return producer, weights
 
 
 def run(graph: Graph, ctx: PassContext) -> Graph:
@@ -90,11 +93,11 @@ def run(graph: Graph, ctx: PassContext) -> Graph:
         k, shift = affine
         dtype = node.attrs["T"]
         moved = const_controls(graph, node.inputs[1:5])
-        producer = _foldable_producer(graph, node, consumers, ctx, k.shape[0])
-        if producer is not None:
-            weights = constant_value(graph, producer.inputs[1], ctx.fed)
+        foldable = _foldable_producer(graph, node, consumers, ctx, k.shape[0])
+        if foldable is not None:
+            producer, weights = foldable
             filt = const_node(fresh_name(graph, taken, f"{producer.name}/folded_weights"), scale_outputs(producer, weights, k),
-                              tuple(dict.fromkeys(moved + const_controls(graph, producer.inputs[1:2]))))
+                              const_controls(graph, [*node.inputs[1:5], producer.inputs[1]]))
             bias = const_node(fresh_name(graph, taken, f"{node.name}/folded_bias"), shift, moved)
             replaced[producer.name] = Node(producer.name, producer.op, (producer.inputs[0], TensorRef(filt.name, 0)),
                                            producer.control_inputs, producer.device, producer.attrs)

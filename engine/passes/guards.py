@@ -16,11 +16,9 @@ from __future__ import annotations
 import kernels
 from engine.graph import Node
 from kernels.control_flow import CONTROL_FLOW_OPS, NEXT_ITERATION_OPS
+from kernels.functional import CALL_OPS  # ops that run functions of the graph's library
 
 __all__ = ["CALL_OPS", "LOOP_BACK_EDGE_OPS", "is_opaque"]
-
-# Ops that run functions of the graph's library (kernels.functional registers them for the planner).
-CALL_OPS = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "PartitionedCall", "StatefulPartitionedCall"})
 
 # A loop's NextIteration -> Merge edge is the one cycle TensorFlow allows; orderings skip it.
 LOOP_BACK_EDGE_OPS = NEXT_ITERATION_OPS

@@ -3,10 +3,9 @@
 A node is needed when it is fetched, fed or run as a target (`PassContext.is_pinned`: a fed node stays
 so that the feed still names a tensor of the graph), when a needed node reads it through a data or
 control edge (a fed tensor cuts the walk: its producer computes nothing for that reader), or when it
-is opaque (engine.passes.guards: control flow, function calls, stateful
-ops, placeholders), which no pass removes. What is left over is what the other passes bypassed: the
-weights a fold replaced, a Mul folded into a convolution, the duplicates common-subexpression
-elimination redirected away from.
+is opaque (engine.passes.guards: control flow, function calls, stateful ops, placeholders), which no
+pass removes. What is left over is what the other passes bypassed: the weights a fold replaced, a Mul
+folded into a convolution, the duplicates common-subexpression elimination redirected away from.
 
 With nothing preserved the pass does nothing: no signature says what is needed.
 """

@@ -189,11 +189,11 @@ def fused_mat_mul(
     """cuBLAS MatMul, then BiasAdd and the activation in one kernel, in place on the product."""
     fused = tuple(fused_ops)
     head, _ = shared._split_fused_ops("_FusedMatMul", fused, len(args))
-    y = cupy.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
-    if y.dtype not in FLOAT_DTYPES:
+    if cupy.result_type(a.dtype, b.dtype) not in FLOAT_DTYPES:
         return shared.fused_mat_mul(
             xp, a, b, *args, transpose_a=transpose_a, transpose_b=transpose_b, fused_ops=fused_ops,
             num_args=num_args, epsilon=epsilon, leakyrelu_alpha=leakyrelu_alpha,
         )
+    y = cupy.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
     shared._check_channels("_FusedMatMul", args, y.shape[1])
     return (apply_epilogue(y, "bias", args, _activation_name(fused, head), leakyrelu_alpha),)

@@ -14,7 +14,7 @@ import cupy
 import numpy as np
 
 from kernels import pooling as shared
-from kernels.conv import Window2D, window_from_attrs
+from kernels.conv import Window2D
 from kernels.gpu.source import FLOAT_DTYPES, compute_type, elementwise
 from kernels.registry import kernel
 
@@ -85,10 +85,8 @@ def _supported(x: Any, combine: str) -> bool:
 
 
 def _pool(xp, x, ksize, strides, padding, explicit_paddings, data_format, combine):
-    ksize = shared._ints(ksize)
-    k_hw = (ksize[1], ksize[2]) if data_format == "NHWC" else (ksize[2], ksize[3])
     xs = _nhwc(x, data_format)
-    win = window_from_attrs(xs.shape[1:3], k_hw, shared._ints(strides), padding, explicit_paddings, data_format)
+    win = shared.pool_window(xs.shape[1:3], ksize, strides, padding, explicit_paddings, data_format)
     return (_from_nhwc(pool_nhwc(xs, win, combine), data_format),)
 
 

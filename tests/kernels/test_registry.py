@@ -86,6 +86,9 @@ def test_override_needs_a_kernel_to_replace_and_the_same_attrs(monkeypatch):
         register("_TestOnlyCpuOp", lambda xp, x: (x,), devices=("gpu",), override=True)
     with pytest.raises(ValueError, match="takes attrs \\['mode'\\]"):
         register("Relu", lambda xp, x, *, mode="a": (x,), devices=("gpu",), override=True)
+    for restated in ({"outputs": 2}, {"stateful": True}):
+        with pytest.raises(ValueError, match="keeps the output count and statefulness"):
+            register("Relu", lambda xp, x: (x,), devices=("gpu",), override=True, **restated)
 
 
 def test_host_only_ops_have_no_gpu_kernel():

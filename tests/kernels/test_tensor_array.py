@@ -262,3 +262,12 @@ def test_a_closed_array_refuses_every_op(array):
 def test_a_negative_size_is_refused(array):
     with fails(ValueError, "Size should be >= 0."):
         array(-1)
+
+
+def test_an_unwritten_string_element_reads_as_the_empty_string():
+    import kernels
+
+    bind = lambda op, **attrs: kernels.lookup(op, "cpu").bind(np, attrs)  # noqa: E731
+    handle, flow = bind("TensorArrayV3", dtype=np.dtype(object), element_shape=(2,))(np.int32(3))
+    (value,) = bind("TensorArrayReadV3", dtype=np.dtype(object))(handle, np.int32(1), flow)
+    assert value.tolist() == [b"", b""]
