@@ -119,6 +119,9 @@ class ModelManager:
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._initial_scan_done = False
+        # Bumped (under the lock) by every write this manager makes to the repository: a poll's scan
+        # taken before a write is stale about it and must not be reconciled.
+        self._disk_writes = 0
 
     # --- life cycle --------------------------------------------------------------------------------
 
@@ -148,11 +151,25 @@ class ModelManager:
                 log.exception("repository poll failed")
 
     def poll(self) -> None:
-        """Compare the repository with what is loaded, once; start loads and unloads as needed."""
+        """Compare the repository with what is loaded, once; start loads and unloads as needed.
+
+        The disk is scanned without the lock (a scan stats every file of every SavedModel version,
+        and every request takes the lock to lease a servable). A scan that a write of this manager
+        overtook would undo that write (a version just uploaded looks removed), so it is taken again
+        under the lock."""
         with self._lock:
-            names = set(self.repository.model_names())
+            writes = self._disk_writes
+        names, disks = self._scan()
+        with self._lock:
+            if writes != self._disk_writes:
+                names, disks = self._scan()
             for name in names | set(self._models):
-                self._sync(name, on_disk=name in names)
+                self._sync(name, on_disk=name in names, disk=disks.get(name, {}))
+
+    def _scan(self) -> tuple[set[str], dict[str, dict[int, VersionFiles]]]:
+        """The models in the repository, and the versions on disk of each."""
+        names = set(self.repository.model_names())
+        return names, {name: self.repository.versions(name) for name in names}
 
     # --- reconciling one model with the disk (called with the lock held) ---------------------------
 
@@ -179,12 +196,15 @@ class ModelManager:
             model.generation += 1
         model.config = config
 
-    def _sync(self, name: str, *, on_disk: bool) -> None:
+    def _sync(self, name: str, *, on_disk: bool, disk: Mapping[int, VersionFiles] | None = None) -> None:
+        """Load and unload versions of `name` to match the disk (`disk`: its versions, scanned by
+        the caller; scanned here when None)."""
         model = self._record(name)
         model.on_disk = on_disk
         if on_disk:
             self._refresh_config(model)
-        disk = self.repository.versions(name) if on_disk else {}
+        if disk is None:
+            disk = self.repository.versions(name) if on_disk else {}
         wanted = set() if model.unloaded else model.config.version_policy.select(disk)
         for v in sorted(wanted):
             record = model.versions.setdefault(v, _Version(v))
@@ -479,6 +499,7 @@ class ModelManager:
         when that load no longer fits (the config changed meanwhile, or its graph holds paths into
         the staging directory), load it again from its place and wait for that load."""
         with self._lock:
+            self._disk_writes += 1
             try:
                 files = commit()
             except BaseException:
@@ -514,6 +535,7 @@ class ModelManager:
             labels = [label for label, v in (model.config.labels if model else {}).items() if v == version]
             if labels:
                 raise Conflict(f"version {version} of model '{name}' is labelled {', '.join(labels)}; point the label elsewhere first")
+            self._disk_writes += 1
             self.repository.delete_version(name, version)
             self._sync(name, on_disk=True)
 
@@ -587,6 +609,7 @@ class ModelManager:
                 self._validate(name, version, found.source, config, staging).close()
                 staged[version] = staging
             with self._lock:
+                self._disk_writes += 1
                 if config_text is not None:
                     self.repository.write_config(name, config)
                 for version, staging in staged.items():

@@ -201,11 +201,13 @@ class ModelRepository:
 
     @staticmethod
     def stage_files(staging: Path, files: Mapping[str, bytes]) -> None:
-        """Write `files` (relative path -> bytes; subdirectories allowed) into a staging directory."""
+        """Write `files` (relative path -> bytes; subdirectories allowed) into a staging directory.
+        Not fsynced here: `commit_version` fsyncs whatever a staging directory holds, however it
+        got there (these files, an extracted archive)."""
         for rel, data in files.items():
             dest = staging / check_relative_path(rel)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            _write_file(dest, data)
+            dest.write_bytes(data)
 
     def commit_version(self, model: str, version: int, staging: Path, *, replace: bool = False) -> VersionFiles:
         """Fsync a staged version directory and rename it into place as `<model>/<version>`.

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
 import numpy as np
 
 from engine import Graph, Session, SessionOptions, dtypes, load_graph, parse_tensor_name
@@ -300,9 +301,7 @@ def load_servable(
     try:
         graph, declared, platform, uses_asset_paths = _load_graph(source)
         session = Session(graph, device=device, options=_options_for(device, options))
-    except GraphError as e:
-        raise LoadError(str(e)) from None
-    except DeviceError as e:
+    except (GraphError, DeviceError) as e:
         raise LoadError(str(e)) from None
     except OSError as e:
         raise LoadError(f"cannot read the model: {e}") from None
