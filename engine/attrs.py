@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine import dtypes
+from engine.errors import InvalidAttrError
 from engine.proto import attr_value_pb2, tensor_shape_pb2
+from engine.tensors import to_array
 
 __all__ = ["decode_attr", "decode_shape", "decode_node_attrs"]
 
@@ -31,8 +33,6 @@ def _decode_string(raw: bytes) -> str | bytes:
 
 def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
     """Decode one AttrValue; ValueError for a value the engine cannot represent."""
-    from engine.tensors import to_array  # tensors imports attrs' neighbours; keep import local
-
     kind = value.WhichOneof("value")
     if kind is None:
         return None
@@ -77,8 +77,6 @@ def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
 
 def decode_node_attrs(node_def: Any) -> dict[str, Any]:
     """Every attr of a NodeDef decoded; InvalidAttrError naming the node and attr when one cannot be."""
-    from engine.errors import InvalidAttrError  # errors is imported by modules this one serves
-
     attrs = {}
     for key, value in node_def.attr.items():
         try:

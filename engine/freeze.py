@@ -29,11 +29,11 @@ from engine.functions import Function, load_library
 from engine.graph import TensorRef, parse_tensor_name
 from engine.inline import tensor_input
 from engine.proto import function_pb2, graph_pb2, node_def_pb2, tensor_pb2, types_pb2
+from engine.restore import VARIABLE_OPS
 from kernels.functional import IF_OPS, PARTITIONED_CALL_OPS, WHILE_OPS
 
-__all__ = ["freeze_variables"]
+__all__ = ["freeze_variables", "replace_with_const"]
 
-_FROZEN_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _RESOURCE_VARIABLE_OPS = frozenset({"VarHandleOp"})
 _READ_OPS = frozenset({"ReadVariableOp"})
 
@@ -275,22 +275,32 @@ def _set_output_shape(nd: node_def_pb2.NodeDef, k: int, shape: tuple[int, ...]) 
                 proto.dim.add().size = size
 
 
+def replace_with_const(nd: node_def_pb2.NodeDef, value: tensor_pb2.TensorProto) -> None:
+    """Turn `nd` in place into a Const holding `value`, keeping its name, device and control inputs."""
+    controls = [i for i in nd.input if i.startswith("^")]
+    name, device = nd.name, nd.device
+    nd.Clear()
+    nd.name, nd.op, nd.device = name, "Const", device
+    nd.input.extend(controls)
+    nd.attr["dtype"].type = value.dtype
+    nd.attr["value"].tensor.CopyFrom(value)
+
+
 def freeze_variables(
     graph_def: graph_pb2.GraphDef,
     values: Mapping[str, tensor_pb2.TensorProto],
-    library: Mapping[str, Function] | None = None,
 ) -> graph_pb2.GraphDef:
     """A copy of `graph_def` with each variable node named in `values` replaced by a Const of that
-    value, and its uses rewritten (see the module docstring). `library` may pass the graph's function
-    library already decoded. SavedModelError for a use that cannot be frozen."""
+    value, and its uses rewritten (see the module docstring). SavedModelError for a use that cannot be
+    frozen."""
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
-    freezer = _Freezer(out, library if library is not None else load_library(graph_def.library))
+    freezer = _Freezer(out, load_library(graph_def.library))
     frozen: dict[TensorRef, _Value] = {}
     for nd in out.node:
         if nd.name not in values:
             continue
-        if nd.op not in _FROZEN_VARIABLE_OPS:
+        if nd.op not in VARIABLE_OPS:
             raise SavedModelError(f"node '{nd.name}' ({nd.op}) is not a variable")
         value = values[nd.name]
         declared = nd.attr["dtype"].type
@@ -308,13 +318,7 @@ def freeze_variables(
                 raise SavedModelError(f"variable '{nd.name}' has shape {want}, but its value has shape {list(shape)}")
         if nd.op in _RESOURCE_VARIABLE_OPS:
             frozen[TensorRef(nd.name, 0)] = _Value(value.dtype, shape)
-        controls = [i for i in nd.input if i.startswith("^")]
-        name, device = nd.name, nd.device
-        nd.Clear()
-        nd.name, nd.op, nd.device = name, "Const", device
-        nd.input.extend(controls)
-        nd.attr["dtype"].type = value.dtype
-        nd.attr["value"].tensor.CopyFrom(value)
+        replace_with_const(nd, value)
     if frozen:
         flat = {nd.name: [parse_tensor_name(i) for i in nd.input if not i.startswith("^")] for nd in out.node}
         body = _Body(out.node, flat, "")

@@ -21,11 +21,12 @@ from engine.functions import Function
 from engine.graph import Graph, Node, parse_tensor_name
 from engine.proto import graph_pb2, node_def_pb2
 
-__all__ = ["GraphSource", "parse_graph_def", "decode_graph", "load_graph", "save_graph"]
+__all__ = ["GraphSource", "TEXT_SUFFIXES", "parse_graph_def", "decode_graph", "load_graph", "save_graph"]
 
 GraphSource = str | os.PathLike | bytes | graph_pb2.GraphDef | Any
 
-_TEXT_SUFFIXES = {".pbtxt", ".txt", ".prototxt"}
+# File suffixes that mean text format.
+TEXT_SUFFIXES = frozenset({".pbtxt", ".txt", ".prototxt"})
 
 
 def _parse_binary(data: bytes) -> graph_pb2.GraphDef:
@@ -49,7 +50,7 @@ def parse_graph_def(source: GraphSource) -> graph_pb2.GraphDef:
             data = path.read_bytes()
         except OSError as e:
             raise GraphParseError(f"cannot read graph file '{path}': {e.strerror or e}") from e
-        text_first = path.suffix.lower() in _TEXT_SUFFIXES
+        text_first = path.suffix.lower() in TEXT_SUFFIXES
     elif isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     elif hasattr(source, "SerializeToString"):

@@ -32,7 +32,7 @@ from engine.graph import TensorRef, parse_tensor_name
 from engine.proto import function_pb2, graph_pb2, node_def_pb2
 from kernels.functional import PARTITIONED_CALL_OPS
 
-__all__ = ["inline_calls", "tensor_input"]
+__all__ = ["inline_calls", "input_node", "tensor_input"]
 
 # Calls nested deeper than this are taken for recursion (which a FunctionDef library may express).
 MAX_INLINE_DEPTH = 64
@@ -43,18 +43,34 @@ def tensor_input(ref: TensorRef) -> str:
     return ref.node if ref.index == 0 else f"{ref.node}:{ref.index}"
 
 
-def _control_source(text: str) -> str:
-    """The node behind a data input string `node` / `node:i`, or a control input `^node`."""
+def input_node(text: str) -> str:
+    """The node behind a NodeDef input string: a data input `node` / `node:i`, or a control input
+    `^node`; ValueError for a malformed one."""
     return text[1:] if text.startswith("^") else parse_tensor_name(text).node
 
 
-def _unique_prefix(name: str, taken: set[str]) -> str:
-    prefix = f"{name}/"
-    n = 0
-    while any(t.startswith(prefix) for t in taken):
-        n += 1
-        prefix = f"{name}/_inlined_{n}/"
-    return prefix
+class _Scopes:
+    """Every scope (`a/`, `a/b/`) that a node name sits in: a body's prefix must be none of them, so
+    that no copied node can take a name in use."""
+
+    def __init__(self, names):
+        self._scopes: set[str] = set()
+        self.update(names)
+
+    def update(self, names) -> None:
+        for name in names:
+            end = name.find("/")
+            while end >= 0:
+                self._scopes.add(name[: end + 1])
+                end = name.find("/", end + 1)
+
+    def unique_prefix(self, name: str) -> str:
+        prefix = f"{name}/"
+        n = 0
+        while prefix in self._scopes:
+            n += 1
+            prefix = f"{name}/_inlined_{n}/"
+        return prefix
 
 
 class _Inliner:
@@ -63,7 +79,7 @@ class _Inliner:
         self.fdefs: dict[str, function_pb2.FunctionDef] = {f.signature.name: f for f in graph_def.library.function}
 
     def expand(
-        self, call: node_def_pb2.NodeDef, taken: set[str], keep_outputs: bool
+        self, call: node_def_pb2.NodeDef, taken: _Scopes, keep_outputs: bool
     ) -> tuple[list[node_def_pb2.NodeDef], dict[str, str]]:
         """The body of `call` as new top-level nodes (its own replacement, named like the call, last),
         and where each of the call's outputs now comes from (`"C:k"` -> input string)."""
@@ -78,7 +94,7 @@ class _Inliner:
             raise GraphError(f"node '{call.name}' passes {len(data_inputs)} inputs to '{fname}', which takes "
                              f"{len(function.args)}")
         args = {parse_tensor_name(a).node: text for a, text in zip(function.args, data_inputs)}
-        prefix = _unique_prefix(call.name, taken)
+        prefix = taken.unique_prefix(call.name)
 
         def rewire(ref: TensorRef) -> str:
             if ref.node in args:
@@ -101,7 +117,7 @@ class _Inliner:
                 internal |= ref.node not in args
             for ctrl in decoded.control_inputs:
                 if ctrl in args:
-                    new.input.append("^" + _control_source(args[ctrl]))
+                    new.input.append("^" + input_node(args[ctrl]))
                 else:
                     new.input.append("^" + prefix + ctrl)
                     internal = True
@@ -151,13 +167,10 @@ def _resolve(outputs: dict[str, str]) -> None:
 
 def inline_calls(
     graph_def: graph_pb2.GraphDef,
-    should_inline: Callable[[node_def_pb2.NodeDef], bool] | None = None,
-    library: Mapping[str, Function] | None = None,
     keep_outputs: Callable[[str], bool] | None = None,
 ) -> graph_pb2.GraphDef:
-    """A copy of `graph_def` with its PartitionedCall/StatefulPartitionedCall nodes (those for which
-    `should_inline` says so; all by default) replaced by their functions' bodies, and so on for the
-    calls those bodies hold. The library is kept whole; `library` may pass it already decoded.
+    """A copy of `graph_def` with its PartitionedCall/StatefulPartitionedCall nodes replaced by their
+    functions' bodies, and so on for the calls those bodies hold. The library is kept whole.
 
     Readers inside the graph are rewired to the returned tensors; a call named `C` leaves a stand-in
     that keeps `C:k` valid for readers outside it (fetches), unless `keep_outputs(C)` is false: then
@@ -166,16 +179,14 @@ def inline_calls(
     GraphError for a call nested deeper than MAX_INLINE_DEPTH (recursion) or a missing function."""
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
-    library = library if library is not None else load_library(graph_def.library)
-    inliner = _Inliner(graph_def, library)
-    wanted = should_inline or (lambda nd: True)
+    inliner = _Inliner(graph_def, load_library(graph_def.library))
     nodes = list(out.node)
     outputs: dict[str, str] = {}
     for _depth in range(MAX_INLINE_DEPTH + 1):
-        calls = [nd for nd in nodes if nd.op in PARTITIONED_CALL_OPS and wanted(nd)]
+        calls = [nd for nd in nodes if nd.op in PARTITIONED_CALL_OPS]
         if not calls:
             break
-        taken = {nd.name for nd in nodes}
+        taken = _Scopes(nd.name for nd in nodes)
         expanded: dict[str, list[node_def_pb2.NodeDef]] = {}
         for call in calls:
             body, call_outputs = inliner.expand(call, taken, keep_outputs is None or keep_outputs(call.name))

@@ -23,7 +23,7 @@ graph nodes only through the functions' captured inputs).
 
     >>> sources = trace_variable_sources(graph, restore_op="StatefulPartitionedCall_3", init_ops=["NoOp"])
     >>> sources["dense/kernel"]
-    Checkpointed(key='dense/kernel/.ATTRIBUTES/VARIABLE_VALUE')
+    Checkpointed(key='dense/kernel/.ATTRIBUTES/VARIABLE_VALUE', full_shape=None, part=None)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import numpy as np
 
 from engine.errors import SavedModelError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
+from engine.inline import input_node
 from kernels.functional import PARTITIONED_CALL_OPS
 
 __all__ = [
@@ -142,6 +143,11 @@ def _const_value(scope: _Scope, ref: TensorRef, what: str) -> np.ndarray:
     return node.attrs["value"]
 
 
+def _text(value: bytes | str) -> str:
+    """An element of a string constant as text."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
 class _Tracer:
     def __init__(self, graph: Graph, assets: Mapping[str, str]):
         self.top = _Scope(graph, "the graph")
@@ -162,9 +168,8 @@ class _Tracer:
         slices = _const_value(scope, restore.inputs[2], f"slice specs of '{restore.name}'").reshape(-1)
         if index >= names.size:
             raise SavedModelError(f"{scope.where}: '{restore.name}' output {index} has no tensor name")
-        key = names[index].decode("utf-8") if isinstance(names[index], bytes) else str(names[index])
-        spec = slices[index] if index < slices.size else b""
-        spec = spec.decode("utf-8") if isinstance(spec, bytes) else str(spec)
+        key = _text(names[index])
+        spec = _text(slices[index]) if index < slices.size else ""
         if not spec:
             return Checkpointed(key)
         try:
@@ -237,16 +242,16 @@ def trace_variable_sources(
     """Variable node name -> where its value comes from, for every variable that the restore op or an
     init op assigns (see the module docstring). `graph` is the SavedModel's graph decoded without
     checking for kernels; `assets` maps each asset's placeholder tensor (`"name:0"`) to its path.
-    SavedModelError for a restore structure that cannot be read (V1 checkpoints, sliced variables,
+    SavedModelError for a restore structure that cannot be read (V1 checkpoints, malformed slice specs,
     tensor names that are not constants)."""
     tracer = _Tracer(graph, assets or {})
     if restore_op:
-        name = restore_op.lstrip("^").partition(":")[0]
+        name = input_node(restore_op)
         if name not in graph:
             raise SavedModelError(f"the SaverDef's restore op '{restore_op}' is not a node of the graph")
         tracer.walk(tracer.top, [name])
     for op in init_ops:
-        name = op.lstrip("^").partition(":")[0]
+        name = input_node(op)
         if name in graph:
             tracer.walk(tracer.top, [name])
     return tracer.sources

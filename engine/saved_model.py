@@ -36,17 +36,11 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from engine.errors import GraphError, SavedModelError, UnsupportedOpError
-from engine.freeze import freeze_variables
+from engine.freeze import freeze_variables, replace_with_const
 from engine.graph import Graph, parse_tensor_name
 from engine.graph_io import decode_graph
-from engine.inline import inline_calls
-from engine.proto import (
-    graph_pb2,
-    meta_graph_pb2,
-    saved_model_pb2,
-    tensor_pb2,
-    types_pb2,
-)
+from engine.inline import inline_calls, input_node
+from engine.proto import function_pb2, graph_pb2, meta_graph_pb2, saved_model_pb2, tensor_pb2
 from engine.restore import (
     VARIABLE_OPS,
     Checkpointed,
@@ -63,7 +57,7 @@ from engine.signature_defs import (
     read_signatures,
     wire_order,
 )
-from engine.tensor_bundle import TensorBundle
+from engine.tensor_bundle import TensorBundle, extent_slices
 from engine.tensors import from_array
 from kernels.functional import CALL_OPS
 
@@ -182,61 +176,77 @@ def _ancestors(nodes: Mapping[str, graph_pb2.NodeDef], roots: Iterable[str]) -> 
         if name in seen:
             continue
         seen.add(name)
-        for text in nodes[name].input:
-            source = text[1:] if text.startswith("^") else parse_tensor_name(text).node
-            if source in nodes:
-                stack.append(source)
+        stack.extend(source for source in map(input_node, nodes[name].input) if source in nodes)
     return seen
 
 
 def _prune(graph_def: graph_pb2.GraphDef, roots: Iterable[str]) -> graph_pb2.GraphDef:
-    """Only the nodes `roots` need (data and control inputs), in the original order."""
+    """Only the nodes `roots` need (data and control inputs), in the original order, and the functions
+    they call (a SavedModel's library also holds its training functions, which need no copying)."""
     nodes = {nd.name: nd for nd in graph_def.node}
     keep = _ancestors(nodes, roots)
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
-    out.library.CopyFrom(graph_def.library)
     out.node.extend(nd for nd in graph_def.node if nd.name in keep)
+    out.library.function.extend(_called_functions(out.node, graph_def.library))
     return out
 
 
 def _prune_library(graph_def: graph_pb2.GraphDef) -> None:
-    """Keep only the functions the graph's call ops reach (directly or through other functions)."""
-    fdefs = {f.signature.name: f for f in graph_def.library.function}
+    """Keep only the functions the graph's call ops reach, and no gradients (in place: the graph's
+    Consts hold the variables' values, which a copy would duplicate)."""
+    kept = _called_functions(graph_def.node, graph_def.library)
+    del graph_def.library.function[:]
+    graph_def.library.function.extend(kept)
+    del graph_def.library.gradient[:]
+
+
+def _called_functions(node_defs, library: function_pb2.FunctionDefLibrary) -> list[function_pb2.FunctionDef]:
+    """The functions of `library` that the call ops among `node_defs` reach (directly or through other
+    functions), in library order."""
+    fdefs = {f.signature.name: f for f in library.function}
     reached: set[str] = set()
 
-    def called(node_defs) -> Iterator[str]:
-        for nd in node_defs:
+    def called(nds) -> Iterator[str]:
+        for nd in nds:
             if nd.op in CALL_OPS:
                 for value in nd.attr.values():
                     if value.HasField("func"):
                         yield value.func.name
 
-    pending = list(called(graph_def.node))
+    pending = list(called(node_defs))
     while pending:
         name = pending.pop()
         if name in reached or name not in fdefs:
             continue
         reached.add(name)
         pending.extend(called(fdefs[name].node_def))
-    kept = [f for f in graph_def.library.function if f.signature.name in reached]
-    del graph_def.library.function[:]
-    graph_def.library.function.extend(kept)
-    del graph_def.library.gradient[:]
+    return [f for f in library.function if f.signature.name in reached]
 
 
-def _region(extents) -> tuple[slice, ...]:
-    return tuple(slice(None) if length < 0 else slice(start, start + length) for start, length in extents)
+class _Values(Mapping[str, tensor_pb2.TensorProto]):
+    """The values of a graph's variable nodes as TensorProtos, each read from the bundle when looked up:
+    freezing copies one into its Const and drops it, so one variable at a time is held twice, not all."""
 
-
-class _Values:
-    """Variable values as TensorProtos, read from the bundle on demand (one read per variable)."""
-
-    def __init__(self, export_dir: Path, sources: Mapping[str, VariableSource]):
+    def __init__(self, export_dir: Path, sources: Mapping[str, VariableSource], graph_def: graph_pb2.GraphDef,
+                 signatures: Mapping[str, SignatureDef]):
         self.export_dir = export_dir
         self.sources = sources
+        self.graph_def, self.signatures = graph_def, signatures  # for error messages (`_variable_readers`)
+        self.variables = {nd.name: None for nd in graph_def.node if nd.op in VARIABLE_OPS}
         self._bundle: TensorBundle | None = None
         self._whole: dict[str, np.ndarray] = {}  # partitioned variables' full tensors, read once
+
+    def __getitem__(self, variable: str) -> tensor_pb2.TensorProto:
+        if variable not in self.variables:
+            raise KeyError(variable)
+        return self.proto(variable)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.variables)
+
+    def __len__(self) -> int:
+        return len(self.variables)
 
     def bundle(self) -> TensorBundle:
         if self._bundle is None:
@@ -257,15 +267,20 @@ class _Values:
         if whole.shape != source.full_shape:
             raise SavedModelError(f"variable '{variable}' is a slice of '{source.key}' of shape "
                                   f"{list(source.full_shape)}, but '{bundle.index_path}' holds shape {list(whole.shape)}")
-        proto = from_array(whole[_region(source.part)])
+        proto = from_array(whole[extent_slices(source.part)])
         proto.dtype = bundle.entry(source.key).dtype
         return proto
 
-    def proto(self, variable: str, readers: str, seen: tuple[str, ...] = ()) -> tensor_pb2.TensorProto:
+    def readers(self, variable: str) -> str:
+        """The signatures that need `variable`, for error messages."""
+        return _variable_readers(self.graph_def, self.signatures).get(variable, "the signatures")
+
+    def proto(self, variable: str, seen: tuple[str, ...] = ()) -> tensor_pb2.TensorProto:
+        asked = seen[0] if seen else variable  # errors name the readers of the variable the graph reads
         source = self.sources.get(variable)
         if source is None:
-            raise SavedModelError(f"variable '{variable}' (read by {readers}) is neither restored by the restore op "
-                                  "nor assigned by an init op")
+            raise SavedModelError(f"variable '{variable}' (read by {self.readers(asked)}) is neither restored by "
+                                  "the restore op nor assigned by an init op")
         if isinstance(source, Checkpointed):
             return self.checkpointed(variable, source)
         if isinstance(source, Constant):
@@ -273,9 +288,10 @@ class _Values:
         if isinstance(source, FromVariable):
             if source.variable in seen:
                 raise SavedModelError(f"variable '{variable}' is initialized from itself ({' -> '.join(seen)})")
-            return self.proto(source.variable, readers, seen + (variable,))
+            return self.proto(source.variable, seen + (variable,))
         assert isinstance(source, Untraceable)
-        raise SavedModelError(f"variable '{variable}' (read by {readers}) cannot be given a value: {source.why}")
+        raise SavedModelError(f"variable '{variable}' (read by {self.readers(asked)}) cannot be given a value: "
+                              f"{source.why}")
 
 
 def _feed_assets(graph_def: graph_pb2.GraphDef, assets: Mapping[str, str]) -> None:
@@ -288,13 +304,7 @@ def _feed_assets(graph_def: graph_pb2.GraphDef, assets: Mapping[str, str]) -> No
         path = assets.get(f"{nd.name}:0")
         if path is None or nd.op not in ("Placeholder", "PlaceholderWithDefault"):
             continue
-        controls = [i for i in nd.input if i.startswith("^")]
-        name, device = nd.name, nd.device
-        nd.Clear()
-        nd.name, nd.op, nd.device = name, "Const", device
-        nd.input.extend(controls)
-        nd.attr["dtype"].type = types_pb2.DT_STRING
-        nd.attr["value"].tensor.CopyFrom(from_array(np.array(path.encode("utf-8"), dtype=object)))
+        replace_with_const(nd, from_array(np.array(path.encode("utf-8"), dtype=object)))
 
 
 def _unsupported_error(error: UnsupportedOpError, export_dir: Path) -> SavedModelError:
@@ -319,13 +329,7 @@ def _plain_graph(graph_def: graph_pb2.GraphDef, signatures: Mapping[str, Signatu
     graph_def = inline_calls(graph_def, keep_outputs=roots.__contains__)
     graph_def = _prune(graph_def, roots)
 
-    readers = _variable_readers(graph_def, signatures)
-    values_source = _Values(export_dir, sources)
-    values = {}
-    for nd in graph_def.node:
-        if nd.op in VARIABLE_OPS:
-            values[nd.name] = values_source.proto(nd.name, readers.get(nd.name, "the signatures"))
-    graph_def = freeze_variables(graph_def, values)
+    graph_def = freeze_variables(graph_def, _Values(export_dir, sources, graph_def, signatures))
     _feed_assets(graph_def, assets)
     _prune_library(graph_def)
     try:
@@ -368,7 +372,7 @@ def load_saved_model(path: str | os.PathLike, tags: Sequence[str] = ("serve",)) 
         init_ops = _init_ops(meta_graph)
         # Only the restore and init machinery is traced: decoding the signatures' functions too would
         # double the load time of a big model.
-        roots = [parse_tensor_name(op.lstrip("^")).node for op in [restore_op, *init_ops] if op]
+        roots = [input_node(op) for op in [restore_op, *init_ops] if op]
         wiring = decode_graph(_prune(meta_graph.graph_def, roots), check_ops=False)
         sources = trace_variable_sources(wiring, restore_op, init_ops, assets)
         graph = _plain_graph(meta_graph.graph_def, signatures, export_dir, sources, assets)

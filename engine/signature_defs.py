@@ -11,7 +11,7 @@ shows) is read off the serialized SavedModel's wire format instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +21,7 @@ from engine.attrs import decode_shape
 from engine.errors import SavedModelError
 from engine.graph import parse_tensor_name
 from engine.proto import meta_graph_pb2
+from engine.table import TableError, read_varint
 
 __all__ = ["INIT_OP_SIGNATURE_KEY", "SignatureDef", "TensorInfo", "read_signatures", "wire_order"]
 
@@ -62,29 +63,17 @@ def _wire_fields(buf: bytes, start: int = 0, end: int | None = None) -> Iterator
     """(field number, start, end) of each length-delimited field of a serialized message; other wire
     types are skipped."""
     pos, end = start, len(buf) if end is None else end
-
-    def varint() -> int:
-        nonlocal pos
-        result = shift = 0
-        while True:
-            byte = buf[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-
     while pos < end:
-        tag = varint()
+        tag, pos = read_varint(buf, pos, end)
         wire_type = tag & 7
         if wire_type == 0:
-            varint()
+            _, pos = read_varint(buf, pos, end)
         elif wire_type == 1:
             pos += 8
         elif wire_type == 5:
             pos += 4
         elif wire_type == 2:
-            size = varint()
+            size, pos = read_varint(buf, pos, end)
             yield tag >> 3, pos, pos + size
             pos += size
         else:
@@ -119,7 +108,7 @@ def wire_order(raw: bytes | None, meta_graph_index: int) -> dict[str, tuple[list
         for name, s, e in _map_keys(raw, start, end, 5):
             order[name] = ([k for k, *_ in _map_keys(raw, s, e, 1)], [k for k, *_ in _map_keys(raw, s, e, 2)])
         return order
-    except (IndexError, UnicodeDecodeError):
+    except (IndexError, TableError, UnicodeDecodeError):  # a truncated file: the maps' order is unknown
         return {}
 
 
@@ -140,27 +129,27 @@ def _tensor_info(alias: str, info: meta_graph_pb2.TensorInfo, signature: str) ->
     return TensorInfo(alias, tensor, dtype, shape)
 
 
+def _ordered(keys: Iterable[str], first: list[str]) -> list[str]:
+    """`keys` with those in `first` first, in its order, then the others sorted."""
+    keys = set(keys)
+    return [k for k in first if k in keys] + sorted(keys.difference(first))
+
+
 def read_signatures(
     meta_graph: meta_graph_pb2.MetaGraphDef, order: Mapping[str, tuple[list[str], list[str]]]
 ) -> dict[str, SignatureDef]:
     """The MetaGraphDef's signatures in `order` (from `wire_order`; names and aliases it lacks follow,
     sorted), leaving out TF2's init-op entry. SavedModelError for a sparse or composite tensor."""
-    names = [n for n in order if n in meta_graph.signature_def]
-    names += sorted(n for n in meta_graph.signature_def if n not in order)
     signatures = {}
-    for name in names:
+    for name in _ordered(meta_graph.signature_def, list(order)):
         if name == INIT_OP_SIGNATURE_KEY:
             continue
         proto = meta_graph.signature_def[name]
         in_order, out_order = order.get(name, ([], []))
-
-        def ordered(entries, first: list[str]) -> list[str]:
-            return [k for k in first if k in entries] + sorted(k for k in entries if k not in first)
-
         signatures[name] = SignatureDef(
             name=name,
             method_name=proto.method_name,
-            inputs=tuple(_tensor_info(a, proto.inputs[a], name) for a in ordered(proto.inputs, in_order)),
-            outputs=tuple(_tensor_info(a, proto.outputs[a], name) for a in ordered(proto.outputs, out_order)),
+            inputs=tuple(_tensor_info(a, proto.inputs[a], name) for a in _ordered(proto.inputs, in_order)),
+            outputs=tuple(_tensor_info(a, proto.outputs[a], name) for a in _ordered(proto.outputs, out_order)),
         )
     return signatures

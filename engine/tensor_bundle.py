@@ -28,7 +28,7 @@ import dataclasses
 import math
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +42,7 @@ from engine.proto import tensor_bundle_pb2, tensor_pb2, types_pb2
 from engine.table import TableError, mask_crc32c, masked_crc32c, read_table, read_varint
 from engine.tensors import from_array
 
-__all__ = ["BundleEntry", "TensorBundle", "data_file", "read_bundle", "slice_key"]
+__all__ = ["BundleEntry", "TensorBundle", "data_file", "extent_slices", "read_bundle", "slice_key"]
 
 _HEADER_KEY = b""
 _STRING = types_pb2.DT_STRING
@@ -51,6 +51,11 @@ _STRING = types_pb2.DT_STRING
 def data_file(prefix: str | os.PathLike, shard: int, num_shards: int) -> Path:
     """The path of one data shard: `<prefix>.data-00000-of-00002`."""
     return Path(f"{os.fspath(prefix)}.data-{shard:05d}-of-{num_shards:05d}")
+
+
+def extent_slices(extents: Iterable[tuple[int, int]]) -> tuple[slice, ...]:
+    """A slice's (start, length) per dimension (length -1 for all of it) as a numpy index."""
+    return tuple(slice(None) if length < 0 else slice(start, start + length) for start, length in extents)
 
 
 # --- slice keys: TensorFlow's EncodeTensorNameSlice, in OrderedCode ---------------------------------------
@@ -209,7 +214,7 @@ class TensorBundle:
         if entry.sliced:
             raise SavedModelError(f"tensor '{key}' in '{self.index_path}' is partitioned into slices; read it whole "
                                   "with TensorBundle.read")
-        path = data_file(self.prefix, entry.shard_id, self.num_shards)
+        path = self._data_path(entry)
         try:
             with open(path, "rb") as f:
                 f.seek(entry.offset)
@@ -233,15 +238,17 @@ class TensorBundle:
         return self._decode(entry, self._read_bytes(entry))
 
     def _decode(self, entry: BundleEntry, data: bytes) -> np.ndarray:
-        key = entry.key
         if entry.dtype == _STRING:
             return self._decode_strings(entry, data)
-        dtype = self._numeric_dtype(entry)
-        count = math.prod(entry.shape)
-        if count * dtype.itemsize != len(data):
-            raise SavedModelError(f"tensor '{key}' in '{self._data_path(entry)}' has {len(data)} bytes; shape "
-                                  f"{list(entry.shape)} of {dtypes.tf_name(entry.dtype)} needs {count * dtype.itemsize}")
-        return np.frombuffer(data, dtype=dtype).reshape(entry.shape)
+        return np.frombuffer(self._check_size(entry, data), dtype=self._numeric_dtype(entry)).reshape(entry.shape)
+
+    def _check_size(self, entry: BundleEntry, data: bytes) -> bytes:
+        """`data`, when it is as long as the entry's numeric shape and dtype make it."""
+        needed = math.prod(entry.shape) * self._numeric_dtype(entry).itemsize
+        if needed != len(data):
+            raise SavedModelError(f"tensor '{entry.key}' in '{self._data_path(entry)}' has {len(data)} bytes; shape "
+                                  f"{list(entry.shape)} of {dtypes.tf_name(entry.dtype)} needs {needed}")
+        return data
 
     def _assemble(self, entry: BundleEntry) -> np.ndarray:
         dtype = np.dtype(object) if entry.dtype == _STRING else self._numeric_dtype(entry)
@@ -257,7 +264,7 @@ class TensorBundle:
                 raise SavedModelError(f"the variables index '{self.index_path}' lacks slice [{where}] of tensor "
                                       f"'{entry.key}'")
             part_entry = dataclasses.replace(part_entry, key=f"{entry.key}[{where}]")
-            region = tuple(slice(None) if length < 0 else slice(start, start + length) for start, length in extents)
+            region = extent_slices(extents)
             part = self._decode(part_entry, self._read_bytes(part_entry))
             if out[region].shape != part.shape:
                 raise SavedModelError(f"slice '{part_entry.key}' in '{self.index_path}' has shape {list(part.shape)}; "
@@ -276,11 +283,8 @@ class TensorBundle:
             value = from_array(self.read(key))
             proto.tensor_content, proto.string_val[:] = value.tensor_content, value.string_val
             return proto
-        dtype = self._numeric_dtype(entry)
-        data = self.read_bytes(key)
-        if math.prod(entry.shape) * dtype.itemsize != len(data):
-            self.read(key)  # raises the size error
-        proto.tensor_content = data
+        self._numeric_dtype(entry)  # a dtype bundles cannot hold raises before any data is read
+        proto.tensor_content = self._check_size(entry, self._read_bytes(entry))
         return proto
 
     def _data_path(self, entry: BundleEntry) -> Path:
@@ -336,7 +340,7 @@ class TensorBundle:
 
 
 def read_bundle(prefix: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Every tensor of the bundle at `prefix`, by key (sliced tensors raise SavedModelError).
+    """Every tensor of the bundle at `prefix`, by key (partitioned ones assembled from their slices).
 
     >>> values = read_bundle("model/variables/variables")
     """

@@ -19,7 +19,7 @@ import numpy as np
 from engine import dtypes as engine_dtypes
 from engine.builder.shapes import Shape
 from engine.proto import attr_value_pb2, tensor_pb2, types_pb2
-from engine.tensors import shape_proto
+from engine.tensors import from_array, shape_proto
 
 __all__ = ["attr_value", "shape_attr", "tensor_attr", "tensor_proto"]
 
@@ -40,7 +40,6 @@ _VALUE_FIELD = {
     types_pb2.DT_BFLOAT16: "half_val",
     types_pb2.DT_COMPLEX64: "scomplex_val",
     types_pb2.DT_COMPLEX128: "dcomplex_val",
-    types_pb2.DT_STRING: "string_val",
 }
 
 
@@ -48,32 +47,31 @@ def _as_bytes(item: Any) -> bytes:
     return item if isinstance(item, bytes) else str(item).encode("utf-8")
 
 
-def _append_values(proto: tensor_pb2.TensorProto, flat: np.ndarray) -> None:
+def _single_value(array: np.ndarray) -> tensor_pb2.TensorProto:
+    """A TensorProto holding the one number of `array` in its typed field."""
+    proto = tensor_pb2.TensorProto(dtype=engine_dtypes.from_numpy(array.dtype))
     field = _VALUE_FIELD.get(proto.dtype)
     if field is None:
         raise ValueError(f"no typed field for {engine_dtypes.tf_name(proto.dtype)} values")
     values = getattr(proto, field)
+    flat = array.reshape(-1)
     if field == "half_val":
         # NOTE: half and bfloat16 travel as their 16-bit patterns, widened to int32.
-        values.extend(int(v) for v in flat.view(np.uint16))
+        values.append(int(flat.view(np.uint16)[0]))
     elif field in ("scomplex_val", "dcomplex_val"):
-        for v in flat:
-            values.extend((float(v.real), float(v.imag)))
-    elif field == "string_val":
-        values.extend(_as_bytes(v) for v in flat)
+        values.extend((float(flat[0].real), float(flat[0].imag)))
     else:
-        values.extend(v.item() for v in flat)
+        values.append(flat[0].item())
+    return proto
 
 
 def tensor_proto(array: np.ndarray, shape: Shape = None) -> tensor_pb2.TensorProto:
     """A TensorProto holding `array`; with `shape`, a one-element `array` fills that shape."""
-    proto = tensor_pb2.TensorProto()
-    proto.dtype = engine_dtypes.from_numpy(array.dtype)
-    proto.tensor_shape.CopyFrom(shape_proto(array.shape if shape is None else tuple(shape)))
-    if array.size > 1 and proto.dtype != types_pb2.DT_STRING:
-        proto.tensor_content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    if array.size == 1 and array.dtype != np.dtype(object):
+        proto = _single_value(array)
     else:
-        _append_values(proto, array.reshape(-1))
+        proto = from_array(array)  # several numbers in tensor_content, strings in string_val
+    proto.tensor_shape.CopyFrom(shape_proto(array.shape if shape is None else tuple(shape)))
     return proto
 
 

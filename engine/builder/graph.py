@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf import text_format
 
 from engine.builder.attr_values import attr_value
 from engine.builder.errors import BuildError
 from engine.builder.shapes import Shape
 from engine.builder.tensor import Operation, Tensor
+from engine.graph_io import TEXT_SUFFIXES, save_graph
 from engine.proto import graph_pb2
 
 __all__ = [
@@ -309,13 +309,9 @@ class GraphBuilder:
         (or `as_text=True`), binary otherwise. Returns the path."""
         path = Path(path)
         if as_text is None:
-            as_text = path.suffix.lower() in (".pbtxt", ".txt", ".prototxt")
+            as_text = path.suffix.lower() in TEXT_SUFFIXES
         path.parent.mkdir(parents=True, exist_ok=True)
-        graph_def = self.as_graph_def()
-        if as_text:
-            path.write_text(text_format.MessageToString(graph_def))
-        else:
-            path.write_bytes(graph_def.SerializeToString(deterministic=True))
+        save_graph(self.as_graph_def(), path, as_text=as_text)
         return path
 
     def __repr__(self) -> str:
