@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine import devices
-from engine.executor import execute
+from engine.executor import execute, execute_from_host
 from engine.plan import Plan
 from engine.rendezvous import TRANSFER_OPS
 from kernels.functional import CALL_OPS
@@ -81,7 +81,7 @@ class CudaGraphRunner:
         self.replays = 0
 
     def eager(self, values: Sequence[Any]) -> list[Any]:
-        return execute(self.plan, [devices.to_device(v, self.plan.device) for v in values])
+        return execute_from_host(self.plan, values)
 
     def __call__(self, values: Sequence[Any]) -> list[Any]:
         key = tuple((np.shape(v), np.asarray(v).dtype.str) for v in values)

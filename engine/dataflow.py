@@ -16,7 +16,7 @@ dataflow plan can take its feeds in several steps.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.errors import GraphError
@@ -90,9 +90,11 @@ class DataflowNode:
     child_frame: str = ""
     is_constant: bool = False
     back_edges: tuple[bool, ...] = ()
+    # Inputs and control edges the node waits for before it runs (read on every delivery).
+    pending: int = field(init=False, repr=False)
 
-    # Inputs and control edges a node waits for before it runs.
-    pending: int = 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pending", self.num_inputs + self.num_control)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,6 @@ class DataflowPlan:
     fetches: tuple[tuple[Any, int], ...]
     targets: tuple[int, ...]
     feed_ancestors: tuple[frozenset[int], ...]
-    target_ancestors: tuple[frozenset[int], ...]
     frame_parent: dict[str, str]
     # Per frame: how many Enter nodes feed it (its instance is complete only once all have fired),
     # and the ids of its Exit nodes (a dead loop sends dead values out through them).
@@ -232,8 +233,7 @@ def compile_dataflow(
     for node in nodes:
         i = ids[node.name]
         kind = _kind(node.op)
-        needs_kernel = kind == Kind.NORMAL
-        fn = bind(node) if needs_kernel else None
+        fn = bind(node) if kind == Kind.NORMAL else None
         num_outputs = output_counts[node.name]
         if kind == Kind.ENTER:
             enters[node.attrs["frame_name"]] = enters.get(node.attrs["frame_name"], 0) + 1
@@ -248,14 +248,13 @@ def compile_dataflow(
                 fn=fn,
                 num_inputs=len(node.inputs),
                 num_control=len(node.control_inputs),
-                pending=len(node.inputs) + len(node.control_inputs),
                 outputs=tuple(tuple(outputs[i].get(k, ())) for k in range(num_outputs)),
                 control_out=tuple(control_out[i]),
                 frame=frame_of[node.name],
                 child_frame=node.attrs.get("frame_name", "") if kind == Kind.ENTER else "",
                 is_constant=bool(node.attrs.get("is_constant", False)) if kind == Kind.ENTER else False,
                 back_edges=tuple(
-                    ref not in fed and _op_of(nodes, ids, ref.node) in NEXT_ITERATION_OPS for ref in node.inputs
+                    ref not in fed and nodes[ids[ref.node]].op in NEXT_ITERATION_OPS for ref in node.inputs
                 )
                 if kind == Kind.MERGE
                 else (),
@@ -281,7 +280,6 @@ def compile_dataflow(
         fetches=fetch_entries,
         targets=tuple(ids[t] for t in targets),
         feed_ancestors=fetch_ancestors,
-        target_ancestors=tuple(ancestors[t] for t in targets),
         frame_parent=frame_parent,
         frame_enters=enters,
         frame_exits={f: tuple(v) for f, v in exits.items()},
@@ -329,7 +327,3 @@ def _resolve(alias: dict[TensorRef, TensorRef], ref: TensorRef) -> TensorRef:
     while ref in alias:
         ref = alias[ref]
     return ref
-
-
-def _op_of(nodes: Sequence[Node], ids: dict[str, int], name: str) -> str:
-    return nodes[ids[name]].op

@@ -30,7 +30,6 @@ __all__ = [
     "device_kind",
     "gpu_available",
     "gpu_count",
-    "is_device_array",
     "parse_device",
     "resolve_device",
     "session_devices",
@@ -42,6 +41,7 @@ __all__ = [
 _SHORT = re.compile(r"^(cpu|gpu)(?::(\d+))?$", re.IGNORECASE)
 _TF = re.compile(r"(?:^|/)device:(CPU|GPU)(?::(\d+|\*))?$", re.IGNORECASE)
 _TF_LEGACY = re.compile(r"(?:^|/)(cpu|gpu):(\d+|\*)$", re.IGNORECASE)
+_EXPECTED = "expected cpu, cpu:N, gpu, gpu:N or /device:CPU:N"
 
 
 class DeviceError(ValueError):
@@ -56,7 +56,7 @@ def parse_device(spec: str) -> tuple[str, int]:
         if m:
             index = m.group(2)
             return m.group(1).lower(), 0 if index in (None, "*") else int(index)
-    raise DeviceError(f"'{spec}' is not a device name (expected cpu, cpu:N, gpu, gpu:N or /device:CPU:N)")
+    raise DeviceError(f"'{spec}' is not a device name ({_EXPECTED})")
 
 
 def canonical_device(spec: str) -> str:
@@ -132,11 +132,11 @@ def resolve_device(spec: str, logical_cpus: int = 1) -> str:
     the name does not parse or the device is not there (a CPU index past `logical_cpus`, a GPU without
     cupy or past the number of CUDA devices)."""
     if not isinstance(spec, str):
-        raise DeviceError(f"unknown device {spec!r}; expected cpu, cpu:N, gpu, gpu:N or /device:CPU:N")
+        raise DeviceError(f"unknown device {spec!r}; {_EXPECTED}")
     try:
         kind, index = parse_device(spec)
     except DeviceError:
-        raise DeviceError(f"unknown device '{spec}'; expected cpu, cpu:N, gpu, gpu:N or /device:CPU:N") from None
+        raise DeviceError(f"unknown device '{spec}'; {_EXPECTED}") from None
     if kind == "cpu" and index >= logical_cpus:
         raise DeviceError(f"device '{spec}' is not available: this session has {logical_cpus} logical CPU(s) "
                           f"(cpu:0..cpu:{logical_cpus - 1}); raise SessionOptions(logical_cpus=...)")
@@ -149,12 +149,6 @@ def resolve_device(spec: str, logical_cpus: int = 1) -> str:
             raise DeviceError(f"device '{spec}' is not available: this machine has {count} GPU(s) "
                               f"(gpu:0 to gpu:{count - 1})")
     return f"{kind}:{index}"
-
-
-def is_device_array(value: object) -> bool:
-    """Whether `value` is a cupy array (False whenever the GPU backend is absent)."""
-    cp = _cupy()
-    return cp is not None and isinstance(value, cp.ndarray)
 
 
 def to_device(value: object, device: str) -> object:

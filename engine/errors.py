@@ -30,6 +30,8 @@ __all__ = [
     "PartialRunError",
     "PartialRunLimitError",
     "PartialRunNotFoundError",
+    "RendezvousAbortedError",
+    "RendezvousError",
     "RequestError",
     "SavedModelError",
     "UnfedPlaceholderError",
@@ -235,6 +237,3 @@ class RendezvousAbortedError(RendezvousError):
     def __init__(self, key: str, cause: BaseException):
         self.key, self.cause = key, cause
         super().__init__(f"receive of '{key}' aborted: {type(cause).__name__}: {cause}")
-
-
-__all__ += ["RendezvousAbortedError", "RendezvousError"]

@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from engine import devices
 from engine.errors import EngineError, ExecutionError
 from engine.frames import run_dataflow
 from engine.plan import Plan
 
-__all__ = ["execute"]
+__all__ = ["execute", "execute_from_host"]
 
 
 def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
@@ -48,3 +49,8 @@ def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
             ins = plan.instructions[step]
             raise ExecutionError(ins.node, ins.op, plan.device, str(e) or type(e).__name__) from e
     return [slots[s] for s in plan.fetch_slots]
+
+
+def execute_from_host(plan: Plan, host_values: Sequence[Any]) -> list[Any]:
+    """`execute` with host feed values first copied to the plan's device (a GPU plan run eagerly)."""
+    return execute(plan, [devices.to_device(v, plan.device) for v in host_values])

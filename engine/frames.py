@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.dataflow import DataflowNode, DataflowPlan, Kind
+from engine.dataflow import ROOT_FRAME, DataflowNode, DataflowPlan, Kind
 from engine.errors import DeadTensorError, EngineError, ExecutionError, LoopLimitError
 
 __all__ = ["DEAD", "DataflowRun", "run_dataflow"]
@@ -83,7 +83,7 @@ class DataflowRun:
 
     def __init__(self, plan: DataflowPlan):
         self.plan = plan
-        self.root = _Frame("", None, 0, 0)
+        self.root = _Frame(ROOT_FRAME, None, 0, 0)
         self.queue: deque[tuple[int, _Frame, int, list | None, bool]] = deque()
         self.results: list[Any] = [_MISSING] * len(plan.fetches)
         self._nodes = plan.nodes
@@ -107,7 +107,7 @@ class DataflowRun:
 
     def run(self) -> None:
         """Run every node that can run now. Kernel failures raise ExecutionError naming the node."""
-        queue, nodes = self.queue, self.plan.nodes
+        queue, nodes = self.queue, self._nodes
         # IEEE results (1/0 -> inf) are values in TensorFlow, not warnings.
         with np.errstate(all="ignore"):
             while queue:
@@ -117,9 +117,6 @@ class DataflowRun:
                 iteration.outstanding -= 1
                 if iteration.outstanding == 0 and frame is not self.root:
                     self._complete_iterations(frame)
-
-    def has_result(self, index: int) -> bool:
-        return self.results[index] is not _MISSING
 
     def result(self, index: int) -> Any:
         """The value of the `index`-th fetch; DeadTensorError when it is dead, ExecutionError when the
@@ -150,7 +147,7 @@ class DataflowRun:
         state = states.get(dst)
         if node.kind != Kind.MERGE:
             if state is None:
-                state = states[dst] = [node.num_inputs + node.num_control, False, [None] * node.num_inputs]
+                state = states[dst] = [node.pending, False, [None] * node.num_inputs]
             if slot >= 0:
                 state[2][slot] = value
             if value is DEAD:
@@ -272,7 +269,7 @@ class DataflowRun:
             del parent.children[(pit, frame.name)]
             for exit_id in self.plan.frame_exits.get(frame.name, ()):
                 if exit_id not in frame.live_exits:
-                    self._emit(self.plan.nodes[exit_id], None, DEAD, parent, pit)
+                    self._emit(self._nodes[exit_id], None, DEAD, parent, pit)
             parent.iterations[pit].child_frames -= 1
             frame = parent
 

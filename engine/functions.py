@@ -267,16 +267,15 @@ def _called_function(node: Node, attr: str, library: Mapping[str, Function], whe
     return library[name]
 
 
+def _types_attr(op: str) -> str:
+    """The attr listing what a call op returns: a While's loop variables (`T`), else `Tout`."""
+    return "T" if op in WHILE_OPS else "Tout"
+
+
 def _check_signature(node: Node, attr: str, function: Function, where: str) -> None:
     """The call passes as many values as `function` takes and expects the types it returns."""
-    if node.op in IF_OPS:
-        passed, expected = len(node.inputs) - 1, node.attrs.get("Tout")
-    elif node.op in WHILE_OPS:
-        passed, expected = len(node.inputs), node.attrs.get("T")
-        if attr == "cond":
-            expected = None
-    else:
-        passed, expected = len(node.inputs), node.attrs.get("Tout")
+    passed = len(node.inputs) - 1 if node.op in IF_OPS else len(node.inputs)
+    expected = None if attr == "cond" else node.attrs.get(_types_attr(node.op))
     if passed != len(function.args):
         raise InvalidAttrError(where, node.op, attr, f"names function '{function.name}', which takes "
                                f"{len(function.args)} input(s); the node passes {passed}")
@@ -285,7 +284,7 @@ def _check_signature(node: Node, attr: str, function: Function, where: str) -> N
                                f"{len(function.rets)} values; a loop condition returns one")
     if not isinstance(expected, tuple):
         return  # no or a malformed type list: validate.check_attrs reports it
-    count_attr = "T" if node.op in WHILE_OPS else "Tout"
+    count_attr = _types_attr(node.op)
     if len(function.rets) != len(expected):
         raise InvalidAttrError(where, node.op, attr, f"names function '{function.name}', which returns "
                                f"{len(function.rets)} value(s); {count_attr} lists {len(expected)}")
@@ -352,11 +351,11 @@ def to_bool(value: Any) -> bool:
 class _Returns:
     """Checks what a function returned against the call's declared output types."""
 
-    def __init__(self, node: Node, types: Sequence[np.dtype], device: str):
+    def __init__(self, node: Node, device: str):
         self.node, self.device = node, device
-        self.types = tuple(types)
+        self.count_attr = _types_attr(node.op)
+        self.types = tuple(node.attrs[self.count_attr])
         self.checked = tuple((i, t) for i, t in enumerate(self.types) if t != np.dtype(object))
-        self.count_attr = "T" if node.op in WHILE_OPS else "Tout"
 
     def __call__(self, function: Function, values: list[Any]) -> tuple:
         if len(values) != len(self.types):
@@ -388,9 +387,9 @@ def bind_call(
     for attr, function in functions.items():
         _check_signature(node, attr, function, node.name)
     runs = {attr: _compile(runner, function, node) for attr, function in functions.items()}
+    returns = _Returns(node, device)
 
     if node.op in IF_OPS:
-        returns = _Returns(node, node.attrs["Tout"], device)
         then_f, else_f = functions["then_branch"], functions["else_branch"]
         run_then, run_else = runs["then_branch"], runs["else_branch"]
 
@@ -402,7 +401,6 @@ def bind_call(
         return call_if
 
     if node.op in WHILE_OPS:
-        returns = _Returns(node, node.attrs["T"], device)
         body_f = functions["body"]
         run_cond, run_body = runs["cond"], runs["body"]
 
@@ -420,7 +418,6 @@ def bind_call(
 
         return call_while
 
-    returns = _Returns(node, node.attrs["Tout"], device)
     f, run_f = functions["f"], runs["f"]
 
     def call(*args: Any) -> tuple:

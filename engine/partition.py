@@ -25,6 +25,7 @@ A signature that lands on one CPU device compiles to a plain Plan, run exactly a
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,8 @@ from typing import Any
 
 from engine import devices as dev
 from engine.errors import RendezvousAbortedError
-from engine.executor import execute
+from engine.cuda_graphs import CudaGraphRunner, capturable
+from engine.executor import execute, execute_from_host
 from engine.graph import Graph, Node, TensorRef
 from engine.placement import host_memory_nodes, is_replicable, place
 from engine.plan import (
@@ -89,13 +91,17 @@ class PartitionedPlan:
     feeds: tuple[FeedSpec, ...]
     fetches: tuple[str, ...]
     targets: tuple[str, ...]
-    feed_index: dict[str, int] = field(repr=False)
-    fetch_index: dict[str, int] = field(repr=False)
     partitions: tuple[Partition, ...]
     # Per fetch: (partition index, position among its fetches), or (-1, feed index) for a fed tensor.
     fetch_sources: tuple[tuple[int, int], ...]
     workers: PartitionWorkers = field(repr=False, compare=False)
     dataflow: None = None  # the interface of Plan: a partitioned plan is never a dataflow plan
+    feed_index: dict[str, int] = field(init=False, repr=False)
+    fetch_index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "feed_index", {spec.name: i for i, spec in enumerate(self.feeds)})
+        object.__setattr__(self, "fetch_index", {name: i for i, name in enumerate(self.fetches)})
 
     def __str__(self) -> str:
         pairs = sum(len(p.sends) for p in self.partitions)
@@ -280,8 +286,6 @@ def compile_signature(
         feeds=tuple(FeedSpec(str(ref), -1, dtype, shape) for ref, (dtype, shape) in zip(prepared.feeds, prepared.feed_types)),
         fetches=tuple(str(ref) for ref in prepared.fetches),
         targets=prepared.targets,
-        feed_index={str(ref): i for i, ref in enumerate(prepared.feeds)},
-        fetch_index={str(ref): i for i, ref in enumerate(prepared.fetches)},
         partitions=tuple(partitions),
         fetch_sources=tuple(fetch_sources),
         workers=workers or PartitionWorkers(),
@@ -290,18 +294,10 @@ def compile_signature(
 
 def _runner(plan: Plan, cuda_graphs: bool) -> Callable[[Sequence[Any]], list[Any]]:
     if dev.device_kind(plan.device) == "cpu":
-        return lambda values: execute(plan, values)
-    if cuda_graphs:
-        from engine.cuda_graphs import CudaGraphRunner, capturable
-
-        if capturable(plan):
-            return CudaGraphRunner(plan)
-    device = plan.device
-
-    def run_on_device(values: Sequence[Any]) -> list[Any]:
-        return execute(plan, [dev.to_device(v, device) for v in values])
-
-    return run_on_device
+        return functools.partial(execute, plan)
+    if cuda_graphs and capturable(plan):
+        return CudaGraphRunner(plan)
+    return functools.partial(execute_from_host, plan)
 
 
 # --- running -------------------------------------------------------------------------------------------

@@ -36,12 +36,13 @@ import numpy as np
 
 import kernels
 from engine import devices as dev
+from engine.functions import FUNCTION_ATTRS
 from engine.graph import Node, TensorRef
 from kernels.control_flow import CONTROL_FLOW_OPS
 from kernels.core import IDENTITY_OPS
 from kernels.functional import CALL_OPS
 
-__all__ = ["HOST_MEMORY_INPUTS", "Placement", "host_memory_nodes", "is_replicable", "place"]
+__all__ = ["HOST_MEMORY_INPUTS", "Placement", "dataflow_device", "host_memory_nodes", "is_replicable", "place"]
 
 # Node name -> canonical device.
 Placement = dict[str, str]
@@ -81,10 +82,6 @@ class _Support:
         return kernels.has_op(node.op, kind)
 
     def _call(self, node: Node, kind: str) -> bool:
-        from engine.functions import (
-            FUNCTION_ATTRS,  # engine.functions imports the plan machinery
-        )
-
         for attr in FUNCTION_ATTRS.get(node.op, ()):
             name = getattr(node.attrs.get(attr), "name", None)
             if not name or name not in self.library or not self._function(name, kind):
@@ -103,6 +100,12 @@ class _Support:
         return self._functions[key]
 
 
+def dataflow_device(device: str) -> str:
+    """Where a signature run by the dataflow executor (v1 control flow, partial runs) goes: the
+    session's device when it is a CPU, else cpu:0 (frames read predicates and Merge indices on the host)."""
+    return device if dev.device_kind(device) == "cpu" else "cpu:0"
+
+
 def place(
     nodes: Sequence[Node],
     *,
@@ -117,7 +120,7 @@ def place(
     kind = dev.device_kind(device)
     host = "cpu:0"
     if any(node.op in CONTROL_FLOW_OPS for node in nodes):
-        single = device if kind == "cpu" else host
+        single = dataflow_device(device)
         return {node.name: single for node in nodes}
 
     available = frozenset(devices)

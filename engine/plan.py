@@ -2,17 +2,19 @@
 
 Before planning, the signature's pruned graph goes through the optimization passes (engine.passes:
 constant folding, arithmetic simplification, batch-norm and affine folding, common subexpressions,
-fusion, dead nodes). A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for outputs nobody reads;
-constants (Const nodes and everything folded from them at build time) sit in preset slots; feeds are
-written into their slots before the loop; each instruction calls a bound kernel on its input slots,
-stores its outputs, and frees the slots it was the last reader of. Identity-like ops and NoOps never
-become instructions: their outputs alias their inputs' slots.
+fusion, dead nodes). A plan is a flat tuple of instructions over integer slots. Slot 0 is a sink for
+outputs nobody reads; constants (Const nodes and everything folded from them) sit in preset slots,
+uploaded once per session on a GPU (ConstantCache); feeds are written into their slots before the
+loop; each instruction calls a bound kernel on its input slots, stores its outputs, and frees the
+slots it was the last reader of. Identity-like ops and NoOps never become instructions: their outputs
+alias their inputs' slots. A call op (If, While, PartitionedCall) is bound to its function bodies,
+each compiled into a plan of its own; a signature with v1 control flow compiles into a dataflow plan
+instead (engine.dataflow), which engine.frames runs.
 
     >>> print(compile_plan(graph, ["x:0"], ["out:0"]))
     %3 = MatMul(%1, %2)            # dense/MatMul
     %4 = BiasAdd(%3, %5)  free %3  # dense/BiasAdd
 """
-
 from __future__ import annotations
 
 import threading
@@ -29,7 +31,7 @@ from engine.errors import UnfedPlaceholderError, UnknownTensorError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
 from engine.passes import PassContext, optimize, pipeline_names
 from engine.prune import prune_to_signature
-from engine.rendezvous import RECV_OP, SEND_OP, bind_recv, bind_send
+from engine.rendezvous import RECV_OP, SEND_OP, TRANSFER_OPS, bind_recv, bind_send
 from kernels.control_flow import CONTROL_FLOW_OPS
 from kernels.core import IDENTITY_OPS
 from kernels.functional import CALL_OPS
@@ -107,14 +109,15 @@ class Plan:
     instructions: tuple[Instruction, ...]
     initial: tuple[Any, ...]
     fetch_slots: tuple[int, ...]
-    feed_index: dict[str, int] = field(repr=False)
-    fetch_index: dict[str, int] = field(repr=False)
     # Set when the signature has v1 control flow (or was compiled for partial runs): the executor then
     # runs this dataflow plan instead of the (empty) instruction list.
     dataflow: DataflowPlan | None = None
     # The instructions as plain tuples (fn, inputs, output slot or slots, single-output?, frees): what
     # the executor's loop unpacks, cheaper than attribute lookups on every step.
     program: tuple[tuple, ...] = field(init=False, repr=False)
+    # Each feed's and fetch's position by tensor name.
+    feed_index: dict[str, int] = field(init=False, repr=False)
+    fetch_index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         steps = tuple(
@@ -122,6 +125,8 @@ class Plan:
             for i in self.instructions
         )
         object.__setattr__(self, "program", steps)
+        object.__setattr__(self, "feed_index", {spec.name: i for i, spec in enumerate(self.feeds)})
+        object.__setattr__(self, "fetch_index", {name: i for i, name in enumerate(self.fetches)})
 
     def __str__(self) -> str:
         if self.dataflow is not None:
@@ -260,8 +265,8 @@ class _Builder:
 
         run = self.function_runs.get(function.name)
         if run is None:
-            plan = _compile(function.graph, function.args, function.rets, function.control_rets,
-                            device=self.device, options=self.options, dataflow=False, constants=self.constants)
+            plan = compile_plan(function.graph, function.args, function.rets, function.control_rets,
+                                device=self.device, options=self.options, constants=self.constants)
             run = self.function_runs[function.name] = functions.body_runner(plan, function, execute)
         return run
 
@@ -312,7 +317,7 @@ class _Builder:
                 frees.setdefault(i, []).extend(dead)
         return tuple(
             Instruction(fn, ins, outs, tuple(sorted(frees.get(i, ()))), node.name, node.op,
-                        node.attrs.get("key", "") if node.op in (SEND_OP, RECV_OP) else "")
+                        node.attrs.get("key", "") if node.op in TRANSFER_OPS else "")
             for i, (fn, ins, outs, node) in enumerate(self.steps)
         )
 
@@ -328,10 +333,6 @@ class PreparedSignature:
     feed_types: tuple[tuple[np.dtype | None, tuple[int | None, ...] | None], ...]
     fetches: tuple[TensorRef, ...]
     targets: tuple[str, ...]
-
-    @property
-    def has_control_flow(self) -> bool:
-        return any(node.op in CONTROL_FLOW_OPS for node in self.nodes)
 
 
 def prepare_signature(
@@ -396,50 +397,32 @@ def compile_nodes(
     for ref, (dtype, shape) in zip(feeds, feed_types):
         b.slot_of[ref] = b.new_slot()
         feed_specs.append(FeedSpec(str(ref), b.slot_of[ref], dtype, shape))
-    fetch_names = tuple(str(ref) for ref in fetches)
     target_names = tuple(targets)
     if dataflow or any(node.op in CONTROL_FLOW_OPS for node in nodes):
         for node in nodes:
             if node.op in PLACEHOLDER_OPS:
                 b.add_node(node)  # raises UnfedPlaceholderError: every needed placeholder must be fed
-        return Plan(
-            device=b.device,
-            feeds=tuple(feed_specs),
-            fetches=fetch_names,
-            targets=target_names,
-            instructions=(),
-            initial=(),
-            fetch_slots=(),
-            feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
-            fetch_index={name: i for i, name in enumerate(fetch_names)},
-            dataflow=compile_dataflow(
-                nodes, list(feeds), list(fetches), target_names, graph.output_counts, b.bind,
-                max_iterations=options.max_loop_iterations, device=b.device,
-            ),
+        flow = compile_dataflow(
+            nodes, list(feeds), list(fetches), target_names, graph.output_counts, b.bind,
+            max_iterations=options.max_loop_iterations, device=b.device,
         )
-    for node in nodes:
-        b.add_node(node)
-
-    fetch_slots = tuple(b.slot_of[ref] for ref in fetches)
-    instructions = b.instructions(keep=set(fetch_slots) | b.constant | {SINK})
+        instructions, initial, fetch_slots = (), (), ()
+    else:
+        flow = None
+        for node in nodes:
+            b.add_node(node)
+        fetch_slots = tuple(b.slot_of[ref] for ref in fetches)
+        instructions = b.instructions(keep=set(fetch_slots) | b.constant | {SINK})
+        initial = tuple(b.initial)
     return Plan(
         device=b.device,
         feeds=tuple(feed_specs),
-        fetches=fetch_names,
+        fetches=tuple(str(ref) for ref in fetches),
         targets=target_names,
         instructions=instructions,
-        initial=tuple(b.initial),
+        initial=initial,
         fetch_slots=fetch_slots,
-        feed_index={spec.name: i for i, spec in enumerate(feed_specs)},
-        fetch_index={name: i for i, name in enumerate(fetch_names)},
-    )
-
-
-def _compile(graph, feeds, fetches, targets, *, device, options, dataflow, constants) -> Plan:
-    prepared = prepare_signature(graph, feeds, fetches, targets, device=device, options=options)
-    return compile_nodes(
-        prepared.graph, prepared.nodes, prepared.feeds, prepared.feed_types, prepared.fetches, prepared.targets,
-        device=device, options=options, dataflow=dataflow, constants=constants,
+        dataflow=flow,
     )
 
 
@@ -454,12 +437,16 @@ def compile_plan(
     dataflow: bool = False,
     constants: ConstantCache | None = None,
 ) -> Plan:
-    """Prune `graph` to the signature, fold constants, and lay out slots and instructions, every node
-    on `device` (engine.partition splits a signature across devices).
+    """Prune `graph` to the signature, optimize it, and lay out slots and instructions, every node on
+    `device` (engine.partition splits a signature across devices).
 
     Raises UnknownTensorError for names the graph lacks and UnfedPlaceholderError for a needed
     Placeholder that is not fed. A signature with v1 control flow (or any, with `dataflow=True`)
     compiles into a DataflowPlan for engine.frames.
     """
-    return _compile(graph, feeds, fetches, targets, device=device, options=options or PlanOptions(),
-                    dataflow=dataflow, constants=constants)
+    options = options or PlanOptions()
+    prepared = prepare_signature(graph, feeds, fetches, targets, device=device, options=options)
+    return compile_nodes(
+        prepared.graph, prepared.nodes, prepared.feeds, prepared.feed_types, prepared.fetches, prepared.targets,
+        device=device, options=options, dataflow=dataflow, constants=constants,
+    )

@@ -35,6 +35,7 @@ from engine.partition import (
     compile_signature,
     run_partitioned,
 )
+from engine.placement import dataflow_device
 from engine.plan import (
     ConstantCache,
     FeedSpec,
@@ -219,13 +220,12 @@ class Session:
         """
         targets = (targets,) if isinstance(targets, str) else tuple(targets)
         key = self._signature_key(feeds, fetches, targets)
-        # Partial runs step through the dataflow executor on the host: on the session's device when it
-        # is a CPU, on cpu:0 for a GPU session.
-        device = self.device if devices.device_kind(self.device) == "cpu" else "cpu:0"
+        # Partial runs step through the dataflow executor, on the host (engine.placement).
         plan = self._cache.get_or_create(
             ("partial_run", *key),
             lambda: compile_plan(
-                self.graph, key[0], key[1], key[2], device=device, options=self.options.plan, dataflow=True
+                self.graph, key[0], key[1], key[2],
+                device=dataflow_device(self.device), options=self.options.plan, dataflow=True,
             ),
         )
         return self._partial_runs.open(plan)

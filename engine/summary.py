@@ -25,6 +25,7 @@ from engine.plan import PLACEHOLDER_OPS, format_shape
 from engine.prune import prune_to_signature
 from kernels.control_flow import CONTROL_FLOW_OPS, ENTER_OPS, SWITCH_OPS
 from kernels.core import IDENTITY_OPS
+from kernels.functional import WHILE_OPS
 
 __all__ = [
     "GraphSummary",
@@ -70,7 +71,6 @@ def graph_inputs(graph: Graph) -> list[TensorInfo]:
     return infos
 
 
-_LOOP_CALL_OPS = frozenset({"While", "StatelessWhile"})
 # Batch norm's outputs after y are batch statistics for training; an inference graph never means
 # them as results (and listing them would keep the optimizer from folding the batch norm away).
 _FIRST_OUTPUT_ONLY = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
@@ -82,10 +82,9 @@ def graph_outputs(graph: Graph) -> list[TensorRef]:
 
     Left out: placeholders, constants and NoOps; values that cannot be fetched or are bookkeeping of
     control flow (anything inside a loop; the outputs of Switch, Merge, Enter, Exit, NextIteration,
-    LoopCond and functional While, which loops leave unconsumed by the dozen; FusedBatchNorm's batch
-    statistics, which only training reads; the identities of a
-    Switch that pivot a conditional's branches); and identities of constants, which freezing leaves
-    behind for every variable read.
+    LoopCond and functional While, which loops leave unconsumed by the dozen; the identities of a
+    Switch that pivot a conditional's branches); FusedBatchNorm's batch statistics, which only
+    training reads; and identities of constants, which freezing leaves behind for every variable read.
     """
     consumed = {ref for node in graph.nodes for ref in node.inputs}
     in_loop = _loop_nodes(graph)
@@ -93,7 +92,7 @@ def graph_outputs(graph: Graph) -> list[TensorRef]:
     for node in graph.nodes:
         if node.op in _NOT_OUTPUTS or node.op in CONTROL_FLOW_OPS or node.name in in_loop:
             continue
-        if node.op in _LOOP_CALL_OPS:
+        if node.op in WHILE_OPS:
             continue  # a functional loop's unread outputs are its counters and bookkeeping
         if node.op in IDENTITY_OPS and node.inputs and graph.node(node.inputs[0].node).op in _NOT_RESULT_SOURCES:
             continue
@@ -114,6 +113,20 @@ def _loop_nodes(graph: Graph) -> set[str]:
     except GraphError:
         return set()  # malformed frames: running the graph reports them
     return {name for name, frame in out_frame_of.items() if frame != ROOT_FRAME}
+
+
+def _histogram(graph: Graph) -> Counter:
+    return Counter(node.op for node in graph.nodes)
+
+
+def _most_first(counts: Counter) -> dict[str, int]:
+    """An op histogram, most frequent op first (ties by name)."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _format_counts(counts: dict[str, int]) -> list[str]:
+    width = max((len(op) for op in counts), default=0)
+    return [f"  {op.ljust(width)}  {count}" for op, count in counts.items()]
 
 
 @dataclass(frozen=True)
@@ -138,8 +151,7 @@ class GraphSummary:
 
     def format(self) -> str:
         lines = [f"nodes: {self.node_count}", "ops:"]
-        width = max((len(op) for op in self.op_counts), default=0)
-        lines += [f"  {op.ljust(width)}  {count}" for op, count in self.op_counts.items()]
+        lines += _format_counts(self.op_counts)
         lines.append("inputs:")
         lines += [f"  {i.describe()}" for i in self.inputs] or ["  (none)"]
         lines.append("default outputs:")
@@ -156,10 +168,10 @@ class GraphSummary:
 
 def summarize(graph: Graph, device: str | None = None) -> GraphSummary:
     """Summarize a graph (decoded with `check_ops=False` so that unsupported ops can be listed)."""
-    counts = Counter(node.op for node in graph.nodes)
+    counts = _histogram(graph)
     return GraphSummary(
         node_count=len(graph.nodes),
-        op_counts=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        op_counts=_most_first(counts),
         inputs=graph_inputs(graph),
         outputs=[str(ref) for ref in graph_outputs(graph)],
         unsupported={op: sorted(nodes) for op, nodes in sorted(validate.find_unsupported_ops(graph.nodes, device).items())},
@@ -232,13 +244,9 @@ class OptimizationReport:
             lines.append(f"{p.name.ljust(width)}  {p.nodes_before:>7}  {p.nodes_after:>7}  {p.describe_changes()}")
         lines.append("")
         lines.append("optimized ops:")
-        op_width = max((len(op) for op in self.op_counts), default=0)
-        lines += [f"  {op.ljust(op_width)}  {count}" for op, count in self.op_counts.items()]
+        lines += _format_counts(self.op_counts)
         return "\n".join(lines)
 
-
-def _histogram(graph: Graph) -> Counter:
-    return Counter(node.op for node in graph.nodes)
 
 
 def optimization_report(graph: Graph, fetches: Sequence[str] | None = None) -> OptimizationReport:
@@ -265,8 +273,8 @@ def optimization_report(graph: Graph, fetches: Sequence[str] | None = None) -> O
                 name,
                 len(current),
                 len(after),
-                dict(sorted((after_ops - before_ops).items(), key=lambda kv: (-kv[1], kv[0]))),
-                dict(sorted((before_ops - after_ops).items(), key=lambda kv: (-kv[1], kv[0]))),
+                _most_first(after_ops - before_ops),
+                _most_first(before_ops - after_ops),
                 seconds,
             )
         )
@@ -278,5 +286,5 @@ def optimization_report(graph: Graph, fetches: Sequence[str] | None = None) -> O
         graph_nodes=len(graph),
         signature_nodes=len(nodes),
         passes=effects,
-        op_counts=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        op_counts=_most_first(counts),
     )
