@@ -22,7 +22,7 @@ import service
 from engine.errors import EngineError
 from service import dashboard, rest_partial_runs, rest_tfserving, rest_v2
 from service.batching import BatchStats
-from service.bodies import BodyLimitMiddleware
+from service.bodies import BodyLimitMiddleware, request_limit, upload_limit
 from service.dataplane import DataPlane
 from service.errors import ServiceError, status_of
 from service.manager import ModelManager
@@ -109,7 +109,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.partial_runs = PartialRuns(manager)
     app.state.metrics = metrics
     app.state.stats = stats
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit=request_limit(settings),
+        upload_limit=upload_limit(settings),
+        upload_routes=[("PUT", rest_tfserving.UPLOAD_PATH), ("POST", rest_v2.LOAD_PATH)],
+    )
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     # Known errors go through the exception middleware (answered, not re-raised); anything else is

@@ -7,6 +7,9 @@ would touch, names the offending member, and never trusts a size it has not coun
 
     >>> extract_archive(data, staging, ArchiveLimits(), markers=("saved_model.pb", "model.pb"))
 
+The archive is bytes (a v2 `load` parameter) or a file (a version upload, streamed to disk), read as a
+stream either way: a file is never read into memory whole.
+
 Regular files and directories are extracted, nothing else: links of any kind (symbolic or hard, even
 pointing inside) are refused, since a version directory never needs one. Entries whose names start
 with a dot (`.DS_Store`, macOS `._*` files) and `__MACOSX/` are skipped. The version may sit at the
@@ -31,7 +34,7 @@ from typing import BinaryIO
 
 from service.errors import BadRequest, PayloadTooLarge
 
-__all__ = ["ArchiveLimits", "ARCHIVE_CONTENT_TYPES", "ARCHIVE_SUFFIXES", "archive_kind", "extract_archive"]
+__all__ = ["ArchiveLimits", "ARCHIVE_CONTENT_TYPES", "ARCHIVE_SUFFIXES", "archive_kind", "archive_file_kind", "extract_archive"]
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -45,6 +48,7 @@ ARCHIVE_CONTENT_TYPES = frozenset({
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 
 _CHUNK = 1 * MiB
+_MAGIC_BYTES = 512  # enough for every magic `archive_kind` knows (tar's sits at offset 257)
 _MAX_NAME_PART = 255  # bytes: what every common filesystem allows per path component
 _MAX_PATH = 1024  # bytes, well under PATH_MAX once the repository's own path is in front
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
@@ -83,21 +87,31 @@ def archive_kind(data: bytes) -> str | None:
     return None
 
 
-def extract_archive(data: bytes, dest: Path, limits: ArchiveLimits, *, markers: Collection[str]) -> None:
-    """Extract `data` into the empty directory `dest`, then make the directory holding one of
-    `markers` (`saved_model.pb`, ...) its root. Raises BadRequest for an unsafe, corrupt or
-    unrecognised archive and PayloadTooLarge when it exceeds `limits`, naming the member."""
-    kind = archive_kind(data)
-    if kind is None:
-        raise BadRequest("the body is not a .tar.gz, .tgz, .tar or .zip archive (no gzip, zip or tar magic bytes)")
-    extractor = _Extractor(dest, limits, len(data))
-    try:
-        if kind == "zip":
-            _extract_zip(data, extractor)
-        else:
-            _extract_tar(data, kind, extractor)
-    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, gzip.BadGzipFile, NotImplementedError) as e:
-        raise BadRequest(f"the {kind} archive is corrupt: {e}") from None
+def archive_file_kind(path: Path) -> str | None:
+    """`archive_kind` of a file, from its first bytes."""
+    with open(path, "rb") as f:
+        return archive_kind(f.read(_MAGIC_BYTES))
+
+
+def extract_archive(data: bytes | Path, dest: Path, limits: ArchiveLimits, *, markers: Collection[str]) -> None:
+    """Extract `data` (an archive's bytes, or a file holding it) into the empty directory `dest`,
+    then make the directory holding one of `markers` (`saved_model.pb`, ...) its root. Raises
+    BadRequest for an unsafe, corrupt or unrecognised archive and PayloadTooLarge when it exceeds
+    `limits`, naming the member."""
+    with open(data, "rb") if isinstance(data, Path) else io.BytesIO(data) as source:
+        kind = archive_kind(source.read(_MAGIC_BYTES))
+        if kind is None:
+            raise BadRequest("the body is not a .tar.gz, .tgz, .tar or .zip archive (no gzip, zip or tar magic bytes)")
+        size = source.seek(0, io.SEEK_END)
+        source.seek(0)
+        extractor = _Extractor(dest, limits, size)
+        try:
+            if kind == "zip":
+                _extract_zip(source, extractor)
+            else:
+                _extract_tar(source, kind, extractor)
+        except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, gzip.BadGzipFile, NotImplementedError) as e:
+            raise BadRequest(f"the {kind} archive is corrupt: {e}") from None
     _strip_single_top_directory(dest, markers, extractor.names)
 
 
@@ -242,8 +256,8 @@ class _BoundedReader(io.RawIOBase):
         return len(data)
 
 
-def _extract_tar(data: bytes, kind: str, extractor: _Extractor) -> None:
-    raw: BinaryIO = io.BytesIO(data)
+def _extract_tar(source: BinaryIO, kind: str, extractor: _Extractor) -> None:
+    raw = source
     if kind == "tar.gz":
         raw = gzip.GzipFile(fileobj=raw, mode="rb")
     # Headers take at most a few blocks per entry; everything else in the stream is counted file data.
@@ -283,8 +297,8 @@ def _members(tar: tarfile.TarFile, extractor: _Extractor) -> Iterator[tarfile.Ta
 # --- zip -----------------------------------------------------------------------------------------
 
 
-def _extract_zip(data: bytes, extractor: _Extractor) -> None:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+def _extract_zip(source: BinaryIO, extractor: _Extractor) -> None:
+    with zipfile.ZipFile(source) as archive:
         infos = archive.infolist()
         # The central directory declares everything up front: refuse before writing a byte.
         declared = 0

@@ -469,8 +469,10 @@ class ModelManager:
         if version in self.repository.versions(name):
             raise Conflict(f"version {version} of model '{name}' already exists; versions are immutable: DELETE it first or upload a new version")
 
-    def upload(self, name: str, version: int, data: bytes, filename: str = "model.pb") -> VersionStatus:
+    def upload(self, name: str, version: int, data: bytes | Path, filename: str = "model.pb") -> VersionStatus:
         """Validate and warm up a GraphDef, write it atomically, and serve it (policy permitting).
+        `data` is the GraphDef's bytes, or a repository `staging_file` holding them (a streamed
+        upload), which is moved into place rather than written again.
 
         Nothing is written, and nothing served changes, unless the graph loads and warms up.
         """
@@ -479,29 +481,48 @@ class ModelManager:
             raise BadRequest(f"invalid file name '{filename}': expected one of {', '.join(GRAPH_FILES)}")
         self._check_new_version(name, version)
         config = self._current_config(name)
-        servable = self._validate(name, version, data, config)
-        return self._install(name, version, servable, config, lambda: self.repository.write_version(name, version, {filename: data}))
+        servable = self._validate(name, version, _graph_bytes(data), config)
+        with self.repository.staging() as staging:
+            try:
+                if isinstance(data, Path):
+                    self.repository.stage_file(staging, filename, data)
+                else:
+                    self.repository.stage_files(staging, {filename: data})
+            except BaseException:
+                servable.close()
+                raise
+            return self._install(name, version, servable, config, staging)
 
-    def upload_archive(self, name: str, version: int, data: bytes, limits: ArchiveLimits) -> VersionStatus:
+    def upload_archive(self, name: str, version: int, data: bytes | Path, limits: ArchiveLimits) -> VersionStatus:
         """Extract a version archive (a SavedModel, or a GraphDef, directory as .tar.gz, .tar or
-        .zip) safely into a staging directory, validate and warm it up there, then rename it into
-        place and serve it: the path `upload` takes. A rejected archive leaves no trace."""
+        .zip; its bytes, or a file holding them) safely into a staging directory, validate and warm
+        it up there, then rename it into place and serve it: the path `upload` takes. A rejected
+        archive leaves no trace."""
         self._check_new_version(name, version)
         config = self._current_config(name)
         with self.repository.staging() as staging:
             extract_archive(data, staging, limits, markers=VERSION_FILES)
             servable = self._validate(name, version, version_source(staging).source, config, staging)
-            return self._install(name, version, servable, config, lambda: self.repository.commit_version(name, version, staging))
+            return self._install(name, version, servable, config, staging)
 
-    def _install(self, name: str, version: int, servable: Servable, config: ModelConfig,
-                 commit: Callable[[], VersionFiles], timeout: float = 600.0) -> VersionStatus:
-        """Write a validated version (`commit`) and serve the servable its validation loaded; or,
-        when that load no longer fits (the config changed meanwhile, or its graph holds paths into
-        the staging directory), load it again from its place and wait for that load."""
+    def _install(self, name: str, version: int, servable: Servable, config: ModelConfig, staging: Path,
+                 timeout: float = 600.0) -> VersionStatus:
+        """Write a validated version (fsync the staging directory, then rename it into place) and
+        serve the servable its validation loaded; or, when that load no longer fits (the config
+        changed meanwhile, or its graph holds paths into the staging directory), load it again from
+        its place and wait for that load.
+
+        The fsync runs before the lock is taken: it may take seconds for a large upload, and every
+        request takes the lock to lease a servable. Only the rename happens under it."""
+        try:
+            self.repository.sync_staging(staging)
+        except BaseException:
+            servable.close()
+            raise
         with self._lock:
             self._disk_writes += 1
             try:
-                files = commit()
+                files = self.repository.commit_version(name, version, staging)
             except BaseException:
                 servable.close()
                 raise
@@ -607,6 +628,7 @@ class ModelManager:
                         f"(or a single {', '.join(ARCHIVE_SUFFIXES)} archive of them)"
                     )
                 self._validate(name, version, found.source, config, staging).close()
+                self.repository.sync_staging(staging)  # before the lock: see _install
                 staged[version] = staging
             with self._lock:
                 self._disk_writes += 1
@@ -635,6 +657,21 @@ class ModelManager:
                 raise NotFound(f"model '{name}' not found")
             model.unloaded = True
             self._sync(name, on_disk=model.on_disk)
+
+
+# protobuf refuses to parse a message of 2 GiB or more.
+_MAX_GRAPHDEF_BYTES = 2**31 - 1
+
+
+def _graph_bytes(data: bytes | Path) -> bytes:
+    """A GraphDef upload's bytes; one streamed to a file is read back (a GraphDef is under 2 GiB)."""
+    if not isinstance(data, Path):
+        return data
+    size = data.stat().st_size
+    if size > _MAX_GRAPHDEF_BYTES:
+        raise BadRequest(f"a GraphDef of {size} bytes is over protobuf's 2 GiB limit; upload a large model as a "
+                         "SavedModel archive instead")
+    return data.read_bytes()
 
 
 def _single_archive(version_files: Mapping[str, bytes]) -> bytes | None:

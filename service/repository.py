@@ -4,8 +4,11 @@ A version directory holds a GraphDef (`model.pb` or `model.pbtxt`) or a SavedMod
 or `saved_model.pbtxt`, with `variables/` and `assets/`). This module only reads and writes files;
 which versions are loaded is the ModelManager's business. Every write is staged in a dot-directory,
 fsynced, and renamed into place, so a reader (this server's poller, another replica on a shared
-volume) sees either the old state or the whole new one, never a half-written version. Names
-starting with a dot are never models or versions.
+volume) sees either the old state or the whole new one, never a half-written version. The fsyncs
+(`sync_staging`) are separate from the rename (`commit_version`), so that a caller holding a lock
+around the rename does not hold it through gigabytes of fsync. An upload's body is streamed to a
+staging file (`staging_file`) on the same filesystem. Names starting with a dot are never models or
+versions.
 """
 
 from __future__ import annotations
@@ -199,18 +202,50 @@ class ModelRepository:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
 
+    @contextlib.contextmanager
+    def staging_file(self) -> Iterator[Path]:
+        """A path for a fresh staging file (an upload's body, streamed to disk), not yet created:
+        hidden at the repository root, on the filesystem versions are renamed into, and removed when
+        the block ends unless it was moved away (`stage_file`). One left by a crash is removed at
+        start-up with the staging directories."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / f"{_STAGING_PREFIX}{uuid.uuid4().hex}.upload"
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
+
     @staticmethod
     def stage_files(staging: Path, files: Mapping[str, bytes]) -> None:
         """Write `files` (relative path -> bytes; subdirectories allowed) into a staging directory.
-        Not fsynced here: `commit_version` fsyncs whatever a staging directory holds, however it
-        got there (these files, an extracted archive)."""
+        Not fsynced here: `sync_staging` fsyncs whatever a staging directory holds, however it got
+        there (these files, a staged file, an extracted archive)."""
         for rel, data in files.items():
             dest = staging / check_relative_path(rel)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
 
+    @staticmethod
+    def stage_file(staging: Path, rel: str, source: Path) -> None:
+        """Move `source` (a `staging_file`) into a staging directory as `rel`: a rename, not a copy."""
+        dest = staging / check_relative_path(rel)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(source, dest)
+
+    @staticmethod
+    def sync_staging(staging: Path) -> None:
+        """Fsync every file and directory of a staging directory, so that once `commit_version`
+        renames it into place its contents are durable too. This is the slow part of a write (an
+        upload may be gigabytes): call it before taking any lock that `commit_version` runs under."""
+        for dirpath, _, filenames in os.walk(staging, topdown=False):
+            for name in filenames:
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    os.fsync(f.fileno())
+            _fsync_dir(Path(dirpath))
+
     def commit_version(self, model: str, version: int, staging: Path, *, replace: bool = False) -> VersionFiles:
-        """Fsync a staged version directory and rename it into place as `<model>/<version>`.
+        """Rename a staged version directory, already fsynced by `sync_staging`, into place as
+        `<model>/<version>`, and fsync the directory it lands in.
 
         An existing version is a Conflict unless `replace` (the v2 repository `load` overrides files,
         as Triton does); the old directory is then moved aside and removed.
@@ -223,11 +258,6 @@ class ModelRepository:
         target = model_dir / str(version)
         if target.exists() and not replace:
             raise Conflict(f"version {version} of model '{model}' already exists; versions are immutable: DELETE it first or upload a new version")
-        for dirpath, _, filenames in os.walk(staging, topdown=False):
-            for name in filenames:
-                with open(os.path.join(dirpath, name), "rb") as f:
-                    os.fsync(f.fileno())
-            _fsync_dir(Path(dirpath))
         created = not model_dir.exists()
         model_dir.mkdir(parents=True, exist_ok=True)
         if target.exists():
@@ -240,13 +270,14 @@ class ModelRepository:
 
     def write_version(self, model: str, version: int, files: Mapping[str, bytes], *, replace: bool = False) -> VersionFiles:
         """Write a version's files (relative path -> bytes) atomically: staged, fsynced, then renamed
-        into place (see `commit_version`)."""
+        into place (see `sync_staging` and `commit_version`)."""
         if version <= 0:
             raise BadRequest(f"invalid version {version}: versions are positive integers")
         if not any(name in files for name in VERSION_FILES):
             raise BadRequest(f"version {version} of model '{model}' needs one of {', '.join(VERSION_FILES)}")
         with self.staging() as staging:
             self.stage_files(staging, files)
+            self.sync_staging(staging)
             return self.commit_version(model, version, staging, replace=replace)
 
     def _remove(self, path: Path) -> None:

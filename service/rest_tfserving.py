@@ -3,6 +3,7 @@ and labels. Routes parse paths and bodies, then delegate to the data plane or th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -11,9 +12,9 @@ from fastapi.responses import JSONResponse
 
 from engine import dtypes
 from engine.proto import types_pb2
-from service.archive import ARCHIVE_CONTENT_TYPES, archive_kind
+from service.archive import ARCHIVE_CONTENT_TYPES, archive_file_kind
 from service.auth import require_admin, require_api
-from service.bodies import json_body_doc, parse_json, read_body, wait_for_disconnect
+from service.bodies import json_body_doc, parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.codecs import tfserving
 from service.dataplane import DataPlane
 from service.batching import QueueFull
@@ -21,7 +22,7 @@ from service.errors import BadRequest
 from service.manager import ModelManager, State, VersionStatus
 from service.signatures import Signature, TensorSpec
 
-__all__ = ["router", "parse_version"]
+__all__ = ["router", "parse_version", "UPLOAD_PATH"]
 
 router = APIRouter(tags=["TensorFlow Serving REST"])
 
@@ -178,34 +179,39 @@ _UPLOAD_BODY = {
     }
 }
 _UPLOAD_FORMATS = ("pb", "pbtxt", "archive")
+# The one route whose body is held to TENSORGATE_MAX_UPLOAD_BYTES rather than the request limit
+# (the app's BodyLimitMiddleware is told so).
+UPLOAD_PATH = "/v1/models/{model}/versions/{version}"
 
 
-def _is_archive(request: Request, body: bytes) -> bool:
+def _is_archive(request: Request, body: Path) -> bool:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    return content_type in ARCHIVE_CONTENT_TYPES or archive_kind(body) is not None
+    return content_type in ARCHIVE_CONTENT_TYPES or archive_file_kind(body) is not None
 
 
-@router.put("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], status_code=201,
-            openapi_extra=_UPLOAD_BODY, tags=["management"])
+@router.put(UPLOAD_PATH, dependencies=[Depends(require_admin)], status_code=201, openapi_extra=_UPLOAD_BODY,
+            tags=["management"])
 async def upload_version(request: Request, model: str, version: str, format: str | None = None) -> JSONResponse:
     """Upload a version: validated and warmed up before it is written (atomically) and served.
 
     The body is a GraphDef, or an archive of a version directory (a SavedModel's `saved_model.pb`,
     `variables/`, `assets/`), extracted safely into a staging directory first. Without `format`, an
     archive is recognised by its magic bytes (gzip, zip, tar) or its Content-Type; anything else is
-    a binary GraphDef."""
+    a binary GraphDef. The body is streamed to a staging file in the repository (never held in
+    memory), up to TENSORGATE_MAX_UPLOAD_BYTES; whatever happens, that file is gone afterwards."""
     number = parse_version(version)
     if format is not None and format not in _UPLOAD_FORMATS:
         raise BadRequest(f"invalid format '{format}': expected one of {', '.join(_UPLOAD_FORMATS)}")
-    body = await read_body(request)
-    if not body:
-        raise BadRequest("the request body is empty: send the GraphDef bytes or a version archive")
     manager = _manager(request)
-    if format == "archive" or (format is None and _is_archive(request, body)):
-        limits = request.app.state.settings.archive_limits()
-        status = await run_in_threadpool(manager.upload_archive, model, number, body, limits)
-    else:
-        status = await run_in_threadpool(manager.upload, model, number, body, f"model.{format or 'pb'}")
+    with manager.repository.staging_file() as body:
+        size = await save_body(request, body, upload_limit(request.app.state.settings))
+        if not size:
+            raise BadRequest("the request body is empty: send the GraphDef bytes or a version archive")
+        if format == "archive" or (format is None and _is_archive(request, body)):
+            limits = request.app.state.settings.archive_limits()
+            status = await run_in_threadpool(manager.upload_archive, model, number, body, limits)
+        else:
+            status = await run_in_threadpool(manager.upload, model, number, body, f"model.{format or 'pb'}")
     return JSONResponse({"model_version_status": [_version_status(status)]}, status_code=201)
 
 

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 import service
 from engine.devices import parse_device
 from service.auth import require_admin, require_api
-from service.bodies import parse_json, read_body, wait_for_disconnect
+from service.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.codecs import v2
 from service.dataplane import DataPlane, InferResult
 from service.errors import BadRequest
@@ -24,7 +24,7 @@ from service.manager import ModelManager, State, VersionStatus
 from service.rest_tfserving import parse_version
 from service.signatures import TensorSpec
 
-__all__ = ["router"]
+__all__ = ["router", "LOAD_PATH"]
 
 router = APIRouter(tags=["Open Inference Protocol (v2)"])
 
@@ -296,8 +296,8 @@ def _index_row(s: VersionStatus) -> dict[str, Any]:
     return row
 
 
-async def _optional_json(request: Request) -> dict[str, Any]:
-    body = await read_body(request)
+async def _optional_json(request: Request, limit: BodyLimit | None = None) -> dict[str, Any]:
+    body = await read_body(request, limit)
     if not body.strip():
         return {}
     doc = parse_json(body)
@@ -336,13 +336,20 @@ def _load_parameters(doc: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]
     return config, files
 
 
-@router.post("/v2/repository/models/{model}/load", dependencies=[Depends(require_admin)], tags=["model repository"])
+# An upload route: its body is held to TENSORGATE_MAX_UPLOAD_BYTES rather than the request limit
+# (the app's BodyLimitMiddleware is told so).
+LOAD_PATH = "/v2/repository/models/{model}/load"
+
+
+@router.post(LOAD_PATH, dependencies=[Depends(require_admin)], tags=["model repository"])
 async def load(request: Request, model: str) -> dict[str, Any]:
     """Load (or reload) a model. Parameters `config` (config.yaml text) and `file:<version>/<path>`
     (base64) upload a model first, as with Triton: a version's files (`file:1/saved_model.pb`,
     `file:1/variables/variables.index`, ...) or one archive of them (`file:1/model.tar.gz`, `.tgz`,
-    `.tar`, `.zip`). Uploads are validated before anything is written."""
-    config, files = _load_parameters(await _optional_json(request))
+    `.tar`, `.zip`). Uploads are validated before anything is written. The files come inside a JSON
+    body, so the body is held in memory (up to TENSORGATE_MAX_UPLOAD_BYTES): large models upload
+    better through the streamed `PUT /v1/models/{model}/versions/{version}`."""
+    config, files = _load_parameters(await _optional_json(request, upload_limit(request.app.state.settings)))
     manager = _manager(request)
     limits = request.app.state.settings.archive_limits()
     statuses = await run_in_threadpool(functools.partial(manager.load_model, model, config, files, archive_limits=limits))

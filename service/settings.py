@@ -49,7 +49,15 @@ class Settings(BaseSettings):
     """Bearer token for inference and metadata too, when set (the admin token is accepted as well)."""
 
     max_request_bytes: int = Field(64 * MiB, gt=0)
-    """Largest request body accepted (after decompression); larger ones get 413."""
+    """Largest request body accepted (after decompression); larger ones get 413. Uploads (the version
+    upload and the v2 repository `load`) have their own limit, `max_upload_bytes`."""
+
+    max_upload_bytes: int = Field(4 * GiB, gt=0)
+    """Largest upload body accepted (after decompression), on the two upload routes only: the version
+    upload (streamed to the repository's staging area, never held in memory) and the v2 repository
+    `load` (base64 inside JSON, so held in memory); larger ones get 413. It bounds the archive as
+    sent; `archive_max_bytes` bounds what an archive expands to, so an archive upload may stage up
+    to the sum of the two on disk."""
 
     request_timeout_s: float = Field(60.0, gt=0)
     """Longest a request may take; a request may ask for less (v2 `timeout` parameter, microseconds)."""
@@ -96,8 +104,8 @@ class Settings(BaseSettings):
     """Most entries (files and directories) an uploaded version archive may hold; more get 413."""
 
     archive_max_bytes: int = Field(4 * GiB, gt=0)
-    """Most bytes an uploaded version archive may expand to on disk; more get 413. The upload itself
-    is also a request body, limited by `max_request_bytes`."""
+    """Most bytes an uploaded version archive may expand to on disk; more get 413. The archive itself
+    is an upload body, limited by `max_upload_bytes`."""
 
     archive_max_ratio: float = Field(100.0, ge=1)
     """Most bytes an uploaded archive may expand to per byte of archive (a zip or gzip bomb gets 413);
