@@ -39,6 +39,22 @@ class Kind:
     EXIT = 4
     NEXT_ITERATION = 5
     CONTROL_TRIGGER = 6
+    # Identity-like ops, IdentityN and NoOp: the outputs are the inputs, so no kernel runs. (Those
+    # without control edges are bypassed at compile time; these are the ones that wait on one.)
+    FORWARD = 7
+
+
+# How an edge reaches its reader, decided at compile time so that the executor's hot path does one
+# integer test instead of looking at the reader: DIRECT when the reader waits for this edge alone (it
+# runs as soon as the value arrives), LIVE_ONLY when that reader is an Exit or NextIteration (a dead
+# value there does nothing, so it is dropped instead of queued), COUNTED when the reader waits for
+# several inputs and control edges, MERGE for a Merge (it fires on its first live input).
+ROUTE_DIRECT = 0
+ROUTE_LIVE_ONLY = 1
+ROUTE_COUNTED = 2
+ROUTE_MERGE = 3
+
+FORWARD_OPS = (IDENTITY_OPS - {"PlaceholderWithDefault"}) | {"IdentityN", "NoOp"}
 
 
 def _kind(op: str) -> int:
@@ -54,6 +70,8 @@ def _kind(op: str) -> int:
         return Kind.NEXT_ITERATION
     if op == "ControlTrigger":
         return Kind.CONTROL_TRIGGER
+    if op in FORWARD_OPS:
+        return Kind.FORWARD
     return Kind.NORMAL
 
 
@@ -122,6 +140,17 @@ class DataflowPlan:
     frame_exits: dict[str, tuple[int, ...]]
     max_iterations: int
     device: str = "cpu"
+    # The nodes as plain tuples (kind, fn, edges, control edges, fetched outputs, pending, inputs): what
+    # the executor's loop unpacks, cheaper than attribute lookups on every step. `edges` are (output,
+    # reader, input index, route) and control edges (reader, route); see ROUTE_DIRECT. `fetched` lists
+    # (output, fetch index) for outputs fetched from the root frame.
+    program: tuple[tuple, ...] = field(init=False, repr=False)
+    # Per node, the route of the edges it reads (see ROUTE_DIRECT).
+    routes: tuple[int, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "program", _program(self.nodes, self.fetches))
+        object.__setattr__(self, "routes", tuple(_route(node) for node in self.nodes))
 
     def __str__(self) -> str:
         frames = len(self.frame_parent)
@@ -132,6 +161,35 @@ class DataflowPlan:
             lines.append(f"  [{n.id}] {n.name}  {n.op}  frame '{n.frame}'{to}")
         lines += [f"  fetch {name}" for name in self.fetch_names]
         return "\n".join(lines)
+
+
+def _route(reader: DataflowNode) -> int:
+    if reader.kind == Kind.MERGE:
+        return ROUTE_MERGE
+    if reader.pending != 1:
+        return ROUTE_COUNTED
+    if reader.kind in (Kind.EXIT, Kind.NEXT_ITERATION):
+        return ROUTE_LIVE_ONLY
+    return ROUTE_DIRECT
+
+
+def _program(nodes: Sequence[DataflowNode], fetches: Sequence[tuple[Any, int]]) -> tuple[tuple, ...]:
+    fetched: dict[int, list[tuple[int, int]]] = {}
+    for i, (source, index) in enumerate(fetches):
+        if source != "feed":
+            fetched.setdefault(source, []).append((index, i))
+    return tuple(
+        (
+            node.kind,
+            node.fn,
+            tuple((k, dst, slot, _route(nodes[dst])) for k, edges in enumerate(node.outputs) for dst, slot in edges),
+            tuple((dst, _route(nodes[dst])) for dst in node.control_out),
+            tuple(fetched.get(node.id, ())),
+            node.pending,
+            node.num_inputs,
+        )
+        for node in nodes
+    )
 
 
 def loop_frames(nodes: Sequence[Node], fed: frozenset[TensorRef]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:

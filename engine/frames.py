@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.dataflow import ROOT_FRAME, DataflowNode, DataflowPlan, Kind
+from engine.dataflow import ROOT_FRAME, ROUTE_COUNTED, ROUTE_DIRECT, ROUTE_MERGE, DataflowNode, DataflowPlan, Kind
 from engine.errors import DeadTensorError, EngineError, ExecutionError, LoopLimitError
 
 __all__ = ["DEAD", "DataflowRun", "run_dataflow"]
@@ -84,16 +84,16 @@ class DataflowRun:
     def __init__(self, plan: DataflowPlan):
         self.plan = plan
         self.root = _Frame(ROOT_FRAME, None, 0, 0)
-        self.queue: deque[tuple[int, _Frame, int, list | None, bool]] = deque()
+        # (node id, frame, iteration number, its _Iteration, inputs, dead): the iteration object rides
+        # along so that the hot loop does not look it up in `frame.iterations` at every step.
+        self.queue: deque[tuple[int, _Frame, int, _Iteration, Sequence | None, bool]] = deque()
         self.results: list[Any] = [_MISSING] * len(plan.fetches)
         self._nodes = plan.nodes
-        # node id -> [(output index, fetch index)] for fetched outputs
-        self._fetch_of: dict[int, list[tuple[int, int]]] = {}
-        for i, (source, index) in enumerate(plan.fetches):
-            if source != "feed":
-                self._fetch_of.setdefault(source, []).append((index, i))
+        self._program = plan.program
+        self._routes = plan.routes
+        root_iteration = self.root.iterations[0]
         for node_id in plan.roots:
-            self._enqueue(node_id, self.root, 0, [], False)
+            self._enqueue(node_id, self.root, 0, root_iteration, (), False)
 
     # --- public --------------------------------------------------------------------------------------
 
@@ -103,19 +103,27 @@ class DataflowRun:
             if source == "feed" and fed == index:
                 self.results[i] = value
         for dst, slot in self.plan.feeds[index]:
-            self._deliver(dst, slot, value, self.root, 0)
+            self._deliver(dst, slot, value, self.root, 0, self.root.iterations[0])
 
     def run(self) -> None:
         """Run every node that can run now. Kernel failures raise ExecutionError naming the node."""
-        queue, nodes = self.queue, self._nodes
+        queue, program, root = self.queue, self._program, self.root
+        normal, forward = Kind.NORMAL, Kind.FORWARD
         # IEEE results (1/0 -> inf) are values in TensorFlow, not warnings.
         with np.errstate(all="ignore"):
             while queue:
-                node_id, frame, it, inputs, dead = queue.popleft()
-                self._process(nodes[node_id], frame, it, inputs, dead)
-                iteration = frame.iterations[it]
+                node_id, frame, it, iteration, inputs, dead = queue.popleft()
+                kind = program[node_id][0]
+                # NOTE: live computing and forwarding nodes are nine in ten of the steps of a lowered
+                # loop, so they are handled here rather than through _process.
+                if dead or kind != normal and kind != forward:
+                    self._process(node_id, frame, it, iteration, inputs, dead)
+                elif kind == forward:
+                    self._emit(node_id, inputs, _LIVE, frame, it, iteration)
+                else:
+                    self._emit(node_id, self._compute(node_id, inputs), _LIVE, frame, it, iteration)
                 iteration.outstanding -= 1
-                if iteration.outstanding == 0 and frame is not self.root:
+                if iteration.outstanding == 0 and frame is not root:
                     self._complete_iterations(frame)
 
     def result(self, index: int) -> Any:
@@ -133,96 +141,137 @@ class DataflowRun:
 
     # --- scheduling ----------------------------------------------------------------------------------
 
-    def _enqueue(self, node_id: int, frame: _Frame, it: int, inputs: list | None, dead: bool) -> None:
-        frame.iterations[it].outstanding += 1
-        self.queue.append((node_id, frame, it, inputs, dead))
+    def _enqueue(self, node_id: int, frame: _Frame, it: int, iteration: _Iteration, inputs: Sequence | None,
+                 dead: bool) -> None:
+        iteration.outstanding += 1
+        self.queue.append((node_id, frame, it, iteration, inputs, dead))
 
-    def _deliver(self, dst: int, slot: int, value: Any, frame: _Frame, it: int) -> None:
+    def _deliver(self, dst: int, slot: int, value: Any, frame: _Frame, it: int, iteration: _Iteration) -> None:
         """An input (slot >= 0) or control edge (slot -1, value DEAD or _LIVE) arrives at node `dst`."""
-        node = self._nodes[dst]
-        if node.pending == 1 and node.kind != Kind.MERGE:  # the common chain: nothing to wait for
-            self._enqueue(dst, frame, it, [value] if slot >= 0 else [], value is DEAD)
-            return
-        states = frame.iterations[it].states
-        state = states.get(dst)
-        if node.kind != Kind.MERGE:
-            if state is None:
-                state = states[dst] = [node.pending, False, [None] * node.num_inputs]
-            if slot >= 0:
-                state[2][slot] = value
-            if value is DEAD:
-                state[1] = True
-            state[0] -= 1
-            if state[0] == 0:
-                del states[dst]
-                self._enqueue(dst, frame, it, state[2], state[1])
-        else:
-            if state is None:
-                state = states[dst] = [node.num_control, 0, -1, None, False]
-            if state[4]:
-                return  # a Merge fires once per iteration; later inputs are ignored, as in TensorFlow
-            if slot < 0:
-                state[0] -= 1
-            elif value is DEAD:
-                state[1] += 1
-            elif state[2] < 0:
-                state[2], state[3] = slot, value
-            if state[0] == 0:
-                expected = _expected_merge_inputs(node, it)
-                if state[2] >= 0 or state[1] >= expected:
-                    state[4] = True
-                    live = state[2] >= 0
-                    self._enqueue(dst, frame, it, [state[3], np.int32(state[2])] if live else None, not live)
+        route = self._routes[dst]
+        if route == ROUTE_COUNTED:
+            self._count(dst, slot, value, frame, it, iteration)
+        elif route == ROUTE_MERGE:
+            self._merge(dst, slot, value, frame, it, iteration)
+        elif route == ROUTE_DIRECT or value is not DEAD:
+            self._enqueue(dst, frame, it, iteration, (value,) if slot >= 0 else (), value is DEAD)
+        # else a dead value reached an Exit or NextIteration: it does nothing (the loop goes on, or
+        # ends), so it is not queued at all.
 
-    def _emit(self, node: DataflowNode, values: Sequence[Any] | None, control: Any, frame: _Frame, it: int) -> None:
-        """Send a node's outputs (all DEAD when `values` is None) and control edges to their readers."""
-        for k, edges in enumerate(node.outputs):
+    def _count(self, dst: int, slot: int, value: Any, frame: _Frame, it: int, iteration: _Iteration) -> None:
+        """An input or control edge arrives at a node that waits for several: the last one queues it."""
+        states = iteration.states
+        state = states.get(dst)
+        if state is None:
+            _, _, _, _, _, pending, num_inputs = self._program[dst]
+            state = states[dst] = [pending, False, [None] * num_inputs]
+        if slot >= 0:
+            state[2][slot] = value
+        if value is DEAD:
+            state[1] = True
+        state[0] -= 1
+        if state[0] == 0:
+            del states[dst]
+            kind = self._program[dst][0]
+            if not (state[1] and (kind == Kind.EXIT or kind == Kind.NEXT_ITERATION)):  # see _deliver
+                self._enqueue(dst, frame, it, iteration, state[2], state[1])
+
+    def _merge(self, dst: int, slot: int, value: Any, frame: _Frame, it: int, iteration: _Iteration) -> None:
+        """An input or control edge arrives at a Merge: it fires on its first live input once its control
+        edges are in, or outputs dead once every input it can get in this iteration is dead."""
+        states = iteration.states
+        state = states.get(dst)
+        node = self._nodes[dst]
+        if state is None:
+            state = states[dst] = [node.num_control, 0, -1, None, False]
+        if state[4]:
+            return  # a Merge fires once per iteration; later inputs are ignored, as in TensorFlow
+        if slot < 0:
+            state[0] -= 1
+        elif value is DEAD:
+            state[1] += 1
+        elif state[2] < 0:
+            state[2], state[3] = slot, value
+        if state[0] == 0:
+            expected = _expected_merge_inputs(node, it)
+            if state[2] >= 0 or state[1] >= expected:
+                state[4] = True
+                live = state[2] >= 0
+                self._enqueue(dst, frame, it, iteration, (state[3], np.int32(state[2])) if live else None, not live)
+
+    def _emit(self, node_id: int, values: Sequence[Any] | None, control: Any, frame: _Frame, it: int,
+              iteration: _Iteration) -> None:
+        """Send a node's outputs (all DEAD when `values` is None) and control edges to their readers in
+        iteration `it` of `frame` (`iteration`)."""
+        _, _, edges, control_edges, fetched, _, _ = self._program[node_id]
+        queue = self.queue
+        # NOTE: the DIRECT route is _deliver's first case inlined: most edges take it, and a method
+        # call per edge is a third of the executor's time on a lowered LSTM.
+        for k, dst, slot, route in edges:
             value = DEAD if values is None else values[k]
-            for dst, slot in edges:
-                self._deliver(dst, slot, value, frame, it)
-        if frame is self.root and node.id in self._fetch_of:
-            for k, i in self._fetch_of[node.id]:
+            if route == ROUTE_DIRECT:
+                iteration.outstanding += 1
+                queue.append((dst, frame, it, iteration, (value,), value is DEAD))
+            elif route == ROUTE_COUNTED:
+                self._count(dst, slot, value, frame, it, iteration)
+            else:
+                self._deliver(dst, slot, value, frame, it, iteration)
+        if fetched and frame is self.root:
+            for k, i in fetched:
                 self.results[i] = DEAD if values is None else values[k]
-        for dst in node.control_out:
-            self._deliver(dst, -1, control, frame, it)
+        for dst, route in control_edges:
+            if route == ROUTE_DIRECT:
+                iteration.outstanding += 1
+                queue.append((dst, frame, it, iteration, (), control is DEAD))
+            elif route == ROUTE_COUNTED:
+                self._count(dst, -1, control, frame, it, iteration)
+            else:
+                self._deliver(dst, -1, control, frame, it, iteration)
 
     # --- node kinds ----------------------------------------------------------------------------------
 
-    def _process(self, node: DataflowNode, frame: _Frame, it: int, inputs: list | None, dead: bool) -> None:
-        kind = node.kind
-        if kind == Kind.NORMAL:
+    def _compute(self, node_id: int, inputs: Sequence) -> Sequence:
+        try:
+            return self._program[node_id][1](*inputs)
+        except EngineError:
+            raise
+        except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
+            node = self._nodes[node_id]
+            raise ExecutionError(node.name, node.op, self.plan.device, str(e) or type(e).__name__) from e
+
+    def _process(self, node_id: int, frame: _Frame, it: int, iteration: _Iteration, inputs: Sequence | None,
+                 dead: bool) -> None:
+        """Run a node that run()'s fast path does not: a dead one, or one that routes values."""
+        kind = self._program[node_id][0]
+        if kind == Kind.NORMAL or kind == Kind.FORWARD:
             if dead:
-                self._emit(node, None, DEAD, frame, it)
-                return
-            try:
-                values = node.fn(*inputs)
-            except EngineError:
-                raise
-            except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
-                raise ExecutionError(node.name, node.op, self.plan.device, str(e) or type(e).__name__) from e
-            self._emit(node, values, _LIVE, frame, it)
+                self._emit(node_id, None, DEAD, frame, it, iteration)
+            elif kind == Kind.FORWARD:
+                self._emit(node_id, inputs, _LIVE, frame, it, iteration)
+            else:
+                self._emit(node_id, self._compute(node_id, inputs), _LIVE, frame, it, iteration)
         elif kind == Kind.SWITCH:
             if dead:
-                self._emit(node, None, DEAD, frame, it)
+                self._emit(node_id, None, DEAD, frame, it, iteration)
                 return
             data, pred = inputs
-            taken = 1 if bool(np.asarray(pred)) else 0
-            values = [DEAD, DEAD]
-            values[taken] = data
-            self._emit(node, values, _LIVE, frame, it)
+            values = (DEAD, data) if bool(np.asarray(pred)) else (data, DEAD)
+            self._emit(node_id, values, _LIVE, frame, it, iteration)
         elif kind == Kind.MERGE:
-            self._emit(node, None if dead else inputs, DEAD if dead else _LIVE, frame, it)
+            self._emit(node_id, None if dead else inputs, DEAD if dead else _LIVE, frame, it, iteration)
         elif kind == Kind.ENTER:
-            self._enter(node, frame, it, DEAD if dead else inputs[0])
+            self._enter(self._nodes[node_id], frame, it, DEAD if dead else inputs[0])
         elif kind == Kind.EXIT:
             if not dead:  # a dead Exit is an iteration that did not leave the loop
-                frame.live_exits.add(node.id)
-                self._emit(node, [inputs[0]], _LIVE, frame.parent, frame.parent_iter)
+                frame.live_exits.add(node_id)
+                parent = frame.parent
+                self._emit(node_id, inputs, _LIVE, parent, frame.parent_iter, parent.iterations[frame.parent_iter])
         elif kind == Kind.NEXT_ITERATION:
             if not dead:  # a dead NextIteration ends the loop: no next iteration
-                self._emit(node, [inputs[0]], _LIVE, frame, self._next_iteration(node, frame, it))
+                nxt = self._next_iteration(self._nodes[node_id], frame, it)
+                self._emit(node_id, inputs, _LIVE, frame, nxt, frame.iterations[nxt])
         elif kind == Kind.CONTROL_TRIGGER:
-            self._emit(node, (), _LIVE, frame, it)  # live even when its inputs are dead
+            self._emit(node_id, (), _LIVE, frame, it, iteration)  # live even when its inputs are dead
 
     def _enter(self, node: DataflowNode, frame: _Frame, it: int, value: Any) -> None:
         key = (it, node.child_frame)
@@ -231,14 +280,14 @@ class DataflowRun:
             child = _Frame(node.child_frame, frame, it, self.plan.frame_enters.get(node.child_frame, 0))
             frame.children[key] = child
             frame.iterations[it].child_frames += 1
-        values = [value]
+        values = (value,)
         if node.is_constant:
             # A loop invariant: every iteration, present and future, reads the same value.
             child.invariants.append((node, value))
             for k in list(child.iterations):
-                self._emit(node, values, _LIVE if value is not DEAD else DEAD, child, k)
+                self._emit(node.id, values, _LIVE if value is not DEAD else DEAD, child, k, child.iterations[k])
         else:
-            self._emit(node, values, _LIVE if value is not DEAD else DEAD, child, 0)
+            self._emit(node.id, values, _LIVE if value is not DEAD else DEAD, child, 0, child.iterations[0])
         child.pending_enters -= 1
         self._complete_iterations(child)
 
@@ -247,10 +296,10 @@ class DataflowRun:
         if nxt not in frame.iterations:
             if nxt > self.plan.max_iterations:
                 raise LoopLimitError(node.name, frame.name, self.plan.max_iterations)
-            frame.iterations[nxt] = _Iteration()
+            iteration = frame.iterations[nxt] = _Iteration()
             frame.last_iter = max(frame.last_iter, nxt)
             for enter, value in frame.invariants:
-                self._emit(enter, [value], _LIVE if value is not DEAD else DEAD, frame, nxt)
+                self._emit(enter.id, (value,), _LIVE if value is not DEAD else DEAD, frame, nxt, iteration)
         return nxt
 
     def _complete_iterations(self, frame: _Frame) -> None:
@@ -269,7 +318,7 @@ class DataflowRun:
             del parent.children[(pit, frame.name)]
             for exit_id in self.plan.frame_exits.get(frame.name, ()):
                 if exit_id not in frame.live_exits:
-                    self._emit(self._nodes[exit_id], None, DEAD, parent, pit)
+                    self._emit(exit_id, None, DEAD, parent, pit, parent.iterations[pit])
             parent.iterations[pit].child_frames -= 1
             frame = parent
 

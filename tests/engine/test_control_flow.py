@@ -224,3 +224,27 @@ def test_tensors_inside_a_loop_cannot_be_fetched():
 def test_plan_prints_frames():
     text = str(engine.Session(counting_loop()).plan_for(["n:0", "x:0"], ["i_out:0"]))
     assert "loop frame(s)" in text and "frame 'w/w_context'" in text
+
+
+def test_identity_and_noop_waiting_on_control_edges_forward_liveness():
+    """An Identity kept for its control input forwards its value when that input is live and is dead
+    when it is dead; a NoOp gathering control edges is dead when any of them is (as in lowered Keras
+    loops, where such nodes sit on every loop variable)."""
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None,))
+    g.placeholder("pred", np.bool_, ())
+    g.node("s", "Switch", ["x", "pred"], T=F32)
+    g.node("t", "Identity", ["s:1"], T=F32)
+    g.node("f", "Identity", ["s:0"], T=F32)
+    g.node("gate_t", "NoOp", ["^t", "^s"])
+    g.node("x_if_t", "Identity", ["x", "^gate_t"], T=F32)
+    g.node("x_if_f", "StopGradient", ["x", "^f"], T=F32)
+    g.node("m", "Merge", ["x_if_f", "x_if_t"], T=F32, N=2)
+    sess = engine.Session(engine.load_graph(g.bytes()))
+    x = np.array([1.0, -2.0], np.float32)
+    for pred in (True, False):
+        value, index = sess.run(["m:0", "m:1"], {"x:0": x, "pred:0": pred})
+        np.testing.assert_array_equal(value, x)
+        assert index == int(pred)
+        with pytest.raises(DeadTensorError, match="x_if_f" if pred else "x_if_t"):
+            sess.run("x_if_f:0" if pred else "x_if_t:0", {"x:0": x, "pred:0": pred})
