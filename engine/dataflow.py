@@ -290,7 +290,9 @@ def compile_dataflow(
     exits: dict[str, list[int]] = {}
     for node in nodes:
         i = ids[node.name]
-        kind = _kind(node.op)
+        # A node whose every output is fed only passes control on (pruning left it without inputs).
+        fully_fed = all(TensorRef(node.name, k) in fed for k in range(output_counts[node.name])) and output_counts[node.name] > 0
+        kind = Kind.FORWARD if fully_fed else _kind(node.op)
         fn = bind(node) if kind == Kind.NORMAL else None
         num_outputs = output_counts[node.name]
         if kind == Kind.ENTER:

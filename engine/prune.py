@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import replace
 
 from engine.graph import Graph, Node, TensorRef
 from kernels.control_flow import NEXT_ITERATION_OPS as LOOP_BACK_EDGE_OPS
@@ -20,6 +21,11 @@ def prune_to_signature(
 ) -> list[Node]:
     """The needed nodes in a topological order (ties kept in GraphDef order; loop back edges aside)."""
     fed = frozenset(feeds)
+
+    def replaced_by_feeds(node: Node) -> bool:
+        count = graph.output_counts[node.name]
+        return count > 0 and all(TensorRef(node.name, i) in fed for i in range(count))
+
     stack = [ref.node for ref in fetches if ref not in fed]
     stack.extend(targets)
     needed: set[str] = set()
@@ -29,6 +35,10 @@ def prune_to_signature(
             continue
         needed.add(name)
         node = graph.node(name)
+        if replaced_by_feeds(node):
+            # Reached only through a control edge (its values come from the feeds): like TensorFlow,
+            # the fed node stands in for itself, with nothing above it to run.
+            continue
         stack.extend(ref.node for ref in node.inputs if ref not in fed)
         stack.extend(node.control_inputs)
 
@@ -38,9 +48,10 @@ def prune_to_signature(
     back = {name for name in order if graph.node(name).op in LOOP_BACK_EDGE_OPS}
     pending: dict[str, int] = {}
     consumers: dict[str, list[str]] = {name: [] for name in order}
+    fed_nodes = {name for name in order if replaced_by_feeds(graph.node(name))}
     for name in order:
         node = graph.node(name)
-        sources = {ref.node for ref in node.inputs if ref not in fed} | set(node.control_inputs)
+        sources = set() if name in fed_nodes else {ref.node for ref in node.inputs if ref not in fed} | set(node.control_inputs)
         sources -= back
         pending[name] = len(sources)
         for source in sources:
@@ -49,7 +60,8 @@ def prune_to_signature(
     result = []
     while ready:
         name = ready.popleft()
-        result.append(graph.node(name))
+        node = graph.node(name)
+        result.append(replace(node, inputs=(), control_inputs=()) if name in fed_nodes else node)
         for consumer in sorted(consumers[name], key=order.__getitem__):
             pending[consumer] -= 1
             if pending[consumer] == 0:

@@ -248,3 +248,21 @@ def test_identity_and_noop_waiting_on_control_edges_forward_liveness():
         assert index == int(pred)
         with pytest.raises(DeadTensorError, match="x_if_f" if pred else "x_if_t"):
             sess.run("x_if_f:0" if pred else "x_if_t:0", {"x:0": x, "pred:0": pred})
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_control_edge_from_a_fed_placeholder_is_satisfied_by_its_feed(partial):
+    """`with tf.control_dependencies([x])` on a fed placeholder: the feed stands in for the node."""
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, ())
+    g.placeholder("pred", np.bool_, ())
+    g.node("s", "Switch", ["x", "pred"], T=F32)
+    g.node("after", "Const", ["^x", "^s"], dtype=F32, value=np.array(7, np.float32))
+    g.node("out", "Merge", ["s:0", "after"], T=F32, N=2)
+    sess = engine.Session(engine.load_graph(g.bytes()))
+    feeds = {"x:0": np.float32(1), "pred:0": True}
+    if partial:
+        handle = sess.prun_setup(list(feeds), ["after:0"])
+        assert sess.prun(handle, feeds, "after:0") == 7
+    else:
+        assert sess.run("after:0", feeds) == 7
