@@ -1,4 +1,6 @@
-"""Normalisation ops: fused batch normalisation (FusedBatchNorm, V2, V3) and local response normalisation.
+"""Normalisation ops: fused batch normalisation (FusedBatchNorm, V2, V3), local response normalisation, and
+`_TensorgateLayerNorm`, the layer normalisation the optimizer (engine/passes/fuse_layer_norm.py) writes in
+place of the Mean/SquaredDifference/Rsqrt/Mul/AddV2 chain Keras freezes LayerNormalization to.
 
 Batch normalisation scales each channel: y = scale * (x - mean) / sqrt(variance + epsilon) + offset. In
 inference the statistics come in as inputs; with `is_training` they are the batch's own, as TensorFlow
@@ -9,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
+
 from kernels.registry import kernel
 
-__all__ = ["fused_batch_norm", "fused_batch_norm_v3", "lrn"]
+__all__ = ["fused_batch_norm", "fused_batch_norm_v3", "layer_norm", "lrn"]
 
 DataFormat = Literal["NHWC", "NCHW"]
 
@@ -119,3 +123,30 @@ def lrn(
             window[..., lo:hi] += sq[..., lo + d : hi + d]
     scale = xp.asarray(bias, dtype=input.dtype) + xp.asarray(alpha, dtype=input.dtype) * window
     return (input / scale ** xp.asarray(beta, dtype=input.dtype),)
+
+
+@kernel("_TensorgateLayerNorm")
+def layer_norm(xp, x, gamma, beta, *, epsilon: float):
+    """(x - mean) / sqrt(variance + epsilon) * gamma + beta, the statistics over the last axis.
+
+    gamma and beta broadcast against x exactly as in the chain this replaces (Keras reshapes them to
+    [1, ..., C]). The variance is the mean of squared deviations from the mean, as Keras computes it:
+    a one-pass sum of squares minus the squared mean would cancel catastrophically in float32 when the
+    mean is large against the spread. The deviations are computed once, into the output buffer, and
+    their sum of squares is a row-wise dot product that makes no temporary.
+    """
+    mean = x.mean(axis=-1, keepdims=True)
+    y = xp.subtract(x, mean)
+    flat = y.reshape(-1, y.shape[-1])
+    ssq = xp.einsum("ij,ij->i", flat, flat).reshape(mean.shape)
+    ssq *= ssq.dtype.type(1 / max(x.shape[-1], 1))
+    ssq += ssq.dtype.type(epsilon)
+    # rsqrt as TensorFlow computes it, 1 / sqrt (not sqrt of the reciprocal).
+    xp.sqrt(ssq, out=ssq)
+    xp.divide(y, ssq, out=y)
+    if np.broadcast_shapes(y.shape, gamma.shape, beta.shape) == y.shape:
+        xp.multiply(y, gamma, out=y)
+        xp.add(y, beta, out=y)
+    else:
+        y = y * gamma + beta
+    return (y.astype(x.dtype, copy=False),)

@@ -16,9 +16,15 @@ The pipeline, in order, and why:
 4. fold_affine: ... which, with Keras' per-channel Mul/AddV2 chains, folds into the weights too.
 5. eliminate_common_subexpressions: after the folds, which make fresh constants and rewire readers,
    and before fusion, which needs each chain's final set of readers.
-6. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
+6. fuse_layer_norm: Keras' LayerNormalization chain (Mean, SquaredDifference, Rsqrt, Mul, AddV2)
+   into one `_TensorgateLayerNorm`.
+7. fuse_gelu: GELU's Erf/Erfc/Tanh chains into one `_TensorgateGelu`, before the dense fusions so
+   that they can take it as an activation.
+8. fuse_dense: dense layers over the last axis (Tensordot's MatMul between Reshapes, BatchMatMulV2
+   or Einsum against weights) + bias (+ activation) into `_FusedMatMul`/`_TensorgateDense`.
+9. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
    into one fused kernel, on the chains the folds produced.
-7. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
+10. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
    duplicates).
 
 `PlanOptions(constant_folding=False)` leaves out the first; `PlanOptions(optimize=False)` all the
@@ -36,6 +42,9 @@ from engine.passes import (
     fold_batch_norm,
     fold_constants,
     fuse_activation,
+    fuse_dense,
+    fuse_gelu,
+    fuse_layer_norm,
     remove_dead_nodes,
     simplify_arithmetic,
 )
@@ -54,6 +63,9 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_batch_norm", fold_batch_norm.run),
     ("fold_affine", fold_affine.run),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions.run),
+    ("fuse_layer_norm", fuse_layer_norm.run),
+    ("fuse_gelu", fuse_gelu.run),
+    ("fuse_dense", fuse_dense.run),
     ("fuse_activation", fuse_activation.run),
     ("remove_dead_nodes", remove_dead_nodes.run),
 )

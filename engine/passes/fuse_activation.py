@@ -2,6 +2,8 @@
 
     Relu(BiasAdd(Conv2D(x, W), b))  ->  _FusedConv2D(x, W, b, fused_ops=["BiasAdd", "Relu"])
 
+A MatMul's activation may also be the `_TensorgateGelu` fuse_gelu wrote (fused as GeluExact or
+GeluApproximate, TensorFlow's names).
 The fused kernels (TensorFlow's own op names: _FusedConv2D, _FusedDepthwiseConv2dNative,
 _FusedMatMul) apply the bias and activation to each block of the output while it is still in cache,
 instead of two more passes over the whole tensor. The fused node takes the chain's last name and
@@ -14,6 +16,7 @@ from __future__ import annotations
 import kernels
 from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
+from engine.passes.fuse_gelu import FUSED_OP as GELU
 from engine.passes.rewrite import Consumers, merged_controls, rebuild
 
 __all__ = ["run"]
@@ -22,8 +25,15 @@ _FUSED = {"Conv2D": "_FusedConv2D", "DepthwiseConv2dNative": "_FusedDepthwiseCon
 _ACTIVATIONS = {
     "_FusedConv2D": {"Relu", "Relu6", "Elu", "LeakyRelu"},
     "_FusedDepthwiseConv2dNative": {"Relu", "Relu6", "Elu", "LeakyRelu"},
-    "_FusedMatMul": {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"},
+    "_FusedMatMul": {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", GELU},
 }
+
+
+def _step(node: Node) -> str:
+    """The fused_ops entry for an activation node (fuse_gelu's op is GeluExact or GeluApproximate there)."""
+    if node.op == GELU:
+        return "GeluApproximate" if node.attrs.get("approximate") else "GeluExact"
+    return node.op
 
 
 def run(graph: Graph, ctx: PassContext) -> Graph:
@@ -58,7 +68,7 @@ def run(graph: Graph, ctx: PassContext) -> Graph:
                 nxt = None if ctx.is_pinned(nxt.name) else consumers.sole_consumer(graph, nxt)
         if nxt is not None and nxt.name not in claimed and nxt.op in _ACTIVATIONS[fused_op] and nxt.inputs[0] == TensorRef(chain[-1].name, 0):
             chain.append(nxt)
-            fused_ops.append(nxt.op)
+            fused_ops.append(_step(nxt))
         last = chain[-1]
         attrs = dict(node.attrs)
         attrs.update(fused_ops=tuple(fused_ops), num_args=len(args), epsilon=0.0001)

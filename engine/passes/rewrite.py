@@ -29,7 +29,10 @@ __all__ = [
     "fresh_name",
     "known_rank",
     "merged_controls",
+    "producer",
     "rebuild",
+    "scalar_constant",
+    "sole_readers_within",
     "topological_order",
 ]
 
@@ -71,6 +74,34 @@ def constant_value(graph: Graph, ref: TensorRef, fed: frozenset[TensorRef]) -> n
         return None
     node = graph.node(ref.node)
     return node.attrs.get("value") if node.op == "Const" else None
+
+
+def producer(graph: Graph, ref: TensorRef, ctx: PassContext, ops: Iterable[str]) -> Node | None:
+    """The node producing `ref` when it is output 0 of a node whose op is in `ops` and is not fed."""
+    if ref.index != 0 or ref in ctx.fed or ref.node not in graph:
+        return None
+    node = graph.node(ref.node)
+    return node if node.op in ops else None
+
+
+def scalar_constant(graph: Graph, ref: TensorRef, ctx: PassContext) -> float | None:
+    """The value of `ref` when a Const holds one float (a scalar, or one element that cannot
+    broadcast anything larger than a vector), else None."""
+    value = constant_value(graph, ref, ctx.fed)
+    if value is None or value.dtype.kind != "f" or value.size != 1 or value.ndim > 1:
+        return None
+    return float(value.reshape(()))
+
+
+def sole_readers_within(graph: Graph, consumers: Consumers, nodes: Iterable[Node], end: Node, ctx: PassContext) -> bool:
+    """True when each of `nodes` (the inside of a chain ending at `end`, about to become one node) is
+    read only by nodes among them and `end`, has no control consumer, and is neither fetched nor fed."""
+    nodes = list(nodes)
+    names = {n.name for n in nodes} | {end.name}
+    return all(
+        not ctx.is_pinned(n.name) and not consumers.control.get(n.name) and consumers.readers(graph, n) <= names
+        for n in nodes
+    )
 
 
 def const_controls(graph: Graph, refs: Iterable[TensorRef]) -> tuple[str, ...]:
