@@ -21,6 +21,7 @@ from typing import Any
 
 from engine.errors import GraphError
 from engine.graph import Node, TensorRef
+from engine.prune import all_outputs_fed
 from kernels.core import IDENTITY_OPS
 from kernels.control_flow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
@@ -291,8 +292,7 @@ def compile_dataflow(
     for node in nodes:
         i = ids[node.name]
         # A node whose every output is fed only passes control on (pruning left it without inputs).
-        fully_fed = all(TensorRef(node.name, k) in fed for k in range(output_counts[node.name])) and output_counts[node.name] > 0
-        kind = Kind.FORWARD if fully_fed else _kind(node.op)
+        kind = Kind.FORWARD if all_outputs_fed(node.name, output_counts[node.name], fed) else _kind(node.op)
         fn = bind(node) if kind == Kind.NORMAL else None
         num_outputs = output_counts[node.name]
         if kind == Kind.ENTER:

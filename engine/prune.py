@@ -13,7 +13,12 @@ from dataclasses import replace
 from engine.graph import Graph, Node, TensorRef
 from kernels.control_flow import NEXT_ITERATION_OPS as LOOP_BACK_EDGE_OPS
 
-__all__ = ["prune_to_signature"]
+__all__ = ["all_outputs_fed", "prune_to_signature"]
+
+
+def all_outputs_fed(name: str, output_count: int, fed: frozenset[TensorRef]) -> bool:
+    """Whether the feeds stand in for node `name` entirely (it has outputs and every one is fed)."""
+    return output_count > 0 and all(TensorRef(name, i) in fed for i in range(output_count))
 
 
 def prune_to_signature(
@@ -23,8 +28,7 @@ def prune_to_signature(
     fed = frozenset(feeds)
 
     def replaced_by_feeds(node: Node) -> bool:
-        count = graph.output_counts[node.name]
-        return count > 0 and all(TensorRef(node.name, i) in fed for i in range(count))
+        return all_outputs_fed(node.name, graph.output_counts[node.name], fed)
 
     stack = [ref.node for ref in fetches if ref not in fed]
     stack.extend(targets)
