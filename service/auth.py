@@ -15,11 +15,10 @@ from fastapi import Request
 from service.errors import Forbidden, Unauthorized
 from service.settings import Settings
 
-__all__ = ["require_admin", "require_api"]
+__all__ = ["require_admin", "require_api", "check_admin", "check_api"]
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization")
+def _bearer(header: str | None) -> str | None:
     if header is None:
         return None
     scheme, _, token = header.partition(" ")
@@ -32,10 +31,10 @@ def _matches(token: str, *secrets) -> bool:
     return any(s is not None and hmac.compare_digest(token.encode(), s.get_secret_value().encode()) for s in secrets)
 
 
-async def require_admin(request: Request) -> None:
-    """FastAPI dependency of the management routes."""
-    settings: Settings = request.app.state.settings
-    token = _bearer(request)
+def check_admin(settings: Settings, authorization: str | None) -> None:
+    """Unauthorized or Forbidden unless `authorization` (the header's or the gRPC metadata's value)
+    may manage the repository."""
+    token = _bearer(authorization)
     if settings.admin_token is None:
         if not settings.management_open_without_token():
             raise Forbidden(
@@ -49,13 +48,22 @@ async def require_admin(request: Request) -> None:
         raise Forbidden("the bearer token is not the admin token")
 
 
-async def require_api(request: Request) -> None:
-    """FastAPI dependency of the inference and metadata routes."""
-    settings: Settings = request.app.state.settings
+def check_api(settings: Settings, authorization: str | None) -> None:
+    """Unauthorized or Forbidden unless `authorization` may run inference and read metadata."""
     if settings.api_token is None:
         return
-    token = _bearer(request)
+    token = _bearer(authorization)
     if token is None:
         raise Unauthorized("this endpoint needs 'Authorization: Bearer <token>' (TENSORGATE_API_TOKEN is set)")
     if not _matches(token, settings.api_token, settings.admin_token):
         raise Forbidden("the bearer token is not valid for this server")
+
+
+async def require_admin(request: Request) -> None:
+    """FastAPI dependency of the management routes."""
+    check_admin(request.app.state.settings, request.headers.get("authorization"))
+
+
+async def require_api(request: Request) -> None:
+    """FastAPI dependency of the inference and metadata routes."""
+    check_api(request.app.state.settings, request.headers.get("authorization"))

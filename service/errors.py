@@ -1,4 +1,5 @@
-"""Service errors, and the one table that maps every error the server can raise to an HTTP status.
+"""Service errors, and the one table that maps every error the server can raise to an HTTP status
+(and from it, for the gRPC services, to a gRPC status code).
 
 Routes never choose status codes themselves: they raise a `ServiceError` subclass (or let an engine
 error through) and `status_of` decides. Client mistakes are always 4xx with a message naming the
@@ -21,6 +22,7 @@ __all__ = [
     "Unavailable",
     "DeadlineExceeded",
     "status_of",
+    "grpc_code_of",
 ]
 
 
@@ -112,3 +114,26 @@ def status_of(error: Exception) -> int:
         if isinstance(error, cls):
             return status
     return 500
+
+
+# HTTP status -> the gRPC status code of the same meaning, by gRPC's name for it (the gRPC transport
+# turns names into grpc.StatusCode; this module stays free of transports).
+_GRPC_CODES: dict[int, str] = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "FAILED_PRECONDITION",
+    413: "RESOURCE_EXHAUSTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def grpc_code_of(error: Exception) -> str:
+    """The gRPC status code name for any exception (`status_of`'s status, translated); INTERNAL only
+    for faults of the server."""
+    status = status_of(error)
+    return _GRPC_CODES.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")

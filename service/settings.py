@@ -9,7 +9,7 @@ import ipaddress
 import os
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import PlanOptions, SessionOptions
@@ -46,6 +46,28 @@ class Settings(BaseSettings):
 
     port: int = Field(8000, ge=0, le=65535)
     """Port to listen on (0 picks a free one)."""
+
+    grpc_port: int = Field(8001, ge=0, le=65535)
+    """Port of the gRPC services (TensorFlow Serving's PredictionService and ModelService, KServe v2's
+    GRPCInferenceService, health and reflection), on the same host as HTTP; 0 turns gRPC off."""
+
+    grpc_tls_cert: Path | None = None
+    """PEM certificate chain the gRPC port presents; with `grpc_tls_key`, gRPC speaks TLS only."""
+
+    grpc_tls_key: Path | None = None
+    """PEM private key of `grpc_tls_cert`."""
+
+    grpc_tls_ca: Path | None = None
+    """PEM CA bundle: when set, gRPC clients must present a certificate it signed (mutual TLS)."""
+
+    tls_cert: Path | None = None
+    """PEM certificate chain the HTTP port presents; with `tls_key`, HTTP is served over TLS (HTTPS) only."""
+
+    tls_key: Path | None = None
+    """PEM private key of `tls_cert`."""
+
+    tls_ca: Path | None = None
+    """PEM CA bundle: when set, HTTPS clients must present a certificate it signed (mutual TLS)."""
 
     poll_interval_s: float = Field(2.0, ge=0)
     """How often the repository is scanned for new, changed or removed versions; 0 turns hot reload off."""
@@ -149,6 +171,19 @@ class Settings(BaseSettings):
 
     log_level: str = "info"
     """uvicorn's log level."""
+
+    @model_validator(mode="after")
+    def _tls_pairs(self) -> Settings:
+        for prefix in ("grpc_tls", "tls"):
+            cert, key, ca = (getattr(self, f"{prefix}_{part}") for part in ("cert", "key", "ca"))
+            if (cert is None) != (key is None):
+                raise ValueError(f"{prefix}_cert and {prefix}_key go together: set both (TENSORGATE_{prefix.upper()}_CERT/_KEY) or neither")
+            if ca is not None and cert is None:
+                raise ValueError(f"{prefix}_ca checks client certificates over TLS: it needs {prefix}_cert and {prefix}_key")
+            for part, path in (("cert", cert), ("key", key), ("ca", ca)):
+                if path is not None and not path.is_file():
+                    raise ValueError(f"{prefix}_{part}: no such file '{path}'")
+        return self
 
     @field_validator("device")
     @classmethod

@@ -12,13 +12,12 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from engine.graph import dtypes
-from engine.proto import types_pb2
 from service.auth import require_admin, require_api
 from service.errors import BadRequest
 from service.inference import examples
 from service.inference.batching import QueueFull
 from service.inference.dataplane import DataPlane
+from service.protocols import tfserving_documents as documents
 from service.protocols.bodies import json_body_doc, parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import tfserving, tfserving_examples, tfserving_response
 from service.protocols.proto.classification_pb2 import ClassificationRequest
@@ -26,8 +25,7 @@ from service.protocols.proto.regression_pb2 import RegressionRequest
 from service.repository.archive import ARCHIVE_CONTENT_TYPES, archive_file_kind
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
-from service.repository.signatures import Signature, TensorSpec
-from service.repository.versions import State, VersionStatus
+from service.repository.signatures import Signature
 
 __all__ = ["router", "parse_version", "UPLOAD_PATH"]
 
@@ -63,14 +61,8 @@ def _plane(request: Request) -> DataPlane:
 
 # --- status and metadata -------------------------------------------------------------------------
 
-def _version_status(s: VersionStatus) -> dict[str, Any]:
-    # TF Serving reports a failed load as END with the load's error status.
-    code = "OK" if s.error is None else "UNKNOWN" if s.state is State.AVAILABLE else "INVALID_ARGUMENT"
-    return {"version": str(s.version), "state": s.state.value, "status": {"error_code": code, "error_message": s.error or ""}}
-
-
 def _status(request: Request, model: str, version: int | None, label: str | None) -> dict[str, Any]:
-    return {"model_version_status": [_version_status(s) for s in _manager(request).status(model, version, label)]}
+    return documents.model_status(_manager(request), model, version, label)
 
 
 @router.get("/v1/models/{model}", dependencies=[Depends(require_api)])
@@ -89,34 +81,8 @@ def label_status(request: Request, model: str, label: str) -> dict[str, Any]:
     return _status(request, model, None, label)
 
 
-def _tensor_info(spec: TensorSpec) -> dict[str, Any]:
-    if spec.composite is not None and spec.composite.tensor_info is not None:
-        # A ragged or sparse output: TensorFlow's TensorInfo as the SavedModel has it (a `composite_tensor`
-        # with dtype DT_INVALID, or a `coo_sparse`), as TensorFlow Serving's metadata shows it.
-        return spec.composite.tensor_info
-    dtype = "DT_INVALID" if spec.dtype is None else types_pb2.DataType.Name(dtypes.from_numpy(spec.dtype))
-    if spec.shape is None:
-        shape: dict[str, Any] = {"dim": [], "unknown_rank": True}
-    else:
-        shape = {"dim": [{"size": str(-1 if d is None else d), "name": ""} for d in spec.shape], "unknown_rank": False}
-    return {"dtype": dtype, "tensor_shape": shape, "name": spec.tensor}
-
-
-def _signature_def(sig: Signature) -> dict[str, Any]:
-    return {
-        "inputs": {s.alias: _tensor_info(s) for s in sig.inputs},
-        "outputs": {s.alias: _tensor_info(s) for s in sig.outputs},
-        "method_name": sig.method_name,
-        "defaults": {},
-    }
-
-
 def _metadata(request: Request, model: str, version: int | None, label: str | None) -> dict[str, Any]:
-    servable = _manager(request).servable(model, version, label)
-    return {
-        "model_spec": {"name": model, "signature_name": "", "version": str(servable.version)},
-        "metadata": {"signature_def": {"signature_def": {n: _signature_def(s) for n, s in servable.signatures.items()}}},
-    }
+    return documents.model_metadata(_manager(request), model, version, label)
 
 
 @router.get("/v1/models/{model}/metadata", dependencies=[Depends(require_api)])
@@ -292,7 +258,7 @@ async def upload_version(request: Request, model: str, version: str, format: str
             status = await run_in_threadpool(management.upload_archive, model, number, body, limits)
         else:
             status = await run_in_threadpool(management.upload, model, number, body, f"model.{format or 'pb'}")
-    return JSONResponse({"model_version_status": [_version_status(status)]}, status_code=201)
+    return JSONResponse({"model_version_status": [documents.version_status(status)]}, status_code=201)
 
 
 @router.delete("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], tags=["management"])

@@ -7,31 +7,26 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-import service
-from engine.devices import parse_device
 from service.auth import require_admin, require_api
 from service.errors import BadRequest
-from service.inference.dataplane import DataPlane, InferResult
+from service.inference.dataplane import DataPlane
+from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import v2
 from service.protocols.rest_tfserving import parse_version
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
-from service.repository.signatures import TensorSpec
-from service.repository.versions import State, VersionStatus
 
 __all__ = ["router", "LOAD_PATH"]
 
 router = APIRouter(tags=["Open Inference Protocol (v2)"])
 
-EXTENSIONS = ["binary_tensor_data", "model_repository", "model_configuration", "parameters"]
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
 _INFER_BODY = {
@@ -77,7 +72,7 @@ def _plane(request: Request) -> DataPlane:
 
 @router.get("/v2")
 async def server_metadata() -> dict[str, Any]:
-    return {"name": "tensorgate", "version": service.__version__, "extensions": EXTENSIONS}
+    return oip.server_metadata()
 
 
 @router.get("/v2/health/live")
@@ -96,56 +91,20 @@ async def ready(request: Request) -> JSONResponse:
 # --- models --------------------------------------------------------------------------------------
 
 
-def _datatype(spec: TensorSpec) -> str:
-    return "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
-
-
-def _dims(spec: TensorSpec) -> list[int]:
-    """-1 for a dimension of any size; an unknown rank shows as [-1]."""
-    return [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
-
-
-def _tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
-    return {"name": spec.alias, "datatype": _datatype(spec), "shape": _dims(spec)}
-
-
-def _served_outputs(specs: Sequence[TensorSpec]) -> list[TensorSpec]:
-    """The output tensors as v2 serves them: a ragged or sparse output as its components
-    (`tokens.values`, `tokens.row_splits`; `ids.indices`, `ids.values`, `ids.dense_shape`)."""
-    return [part for spec in specs for part in (spec.composite.components if spec.composite is not None else (spec,))]
-
-
-def _model_metadata(request: Request, model: str, version: int | None) -> dict[str, Any]:
-    manager = _manager(request)
-    servable = manager.servable(model, version)
-    signature = servable.signature(None)
-    versions = [version] if version is not None else manager.versions_available(model)
-    return {
-        "name": model,
-        "versions": [str(v) for v in versions],
-        "platform": servable.platform,
-        "inputs": [_tensor_metadata(s) for s in signature.inputs],
-        "outputs": [_tensor_metadata(s) for s in _served_outputs(signature.outputs)],
-    }
-
-
 @router.get("/v2/models/{model}", dependencies=[Depends(require_api)])
 def model_metadata(request: Request, model: str) -> dict[str, Any]:
     """Inputs and outputs (of the default signature) with datatypes and shapes (-1: any size)."""
-    return _model_metadata(request, model, None)
+    return oip.model_metadata(_manager(request), model, None)
 
 
 @router.get("/v2/models/{model}/versions/{version}", dependencies=[Depends(require_api)])
 def version_metadata(request: Request, model: str, version: str) -> dict[str, Any]:
-    return _model_metadata(request, model, parse_version(version))
+    return oip.model_metadata(_manager(request), model, parse_version(version))
 
 
 def _model_ready(request: Request, model: str, version: int | None) -> JSONResponse:
-    manager = _manager(request)
-    if manager.model_ready(model, version):
-        return JSONResponse({"name": model, "ready": True})
-    manager.status(model, version)  # 404 for a model or version nobody knows
-    return JSONResponse({"name": model, "ready": False}, status_code=503)
+    ready = oip.model_ready(_manager(request), model, version)
+    return JSONResponse({"name": model, "ready": ready}, status_code=200 if ready else 503)
 
 
 @router.get("/v2/models/{model}/ready", dependencies=[Depends(require_api)])
@@ -158,99 +117,18 @@ def version_ready(request: Request, model: str, version: str) -> JSONResponse:
     return _model_ready(request, model, parse_version(version))
 
 
-def _triton_type(spec: TensorSpec) -> str:
-    datatype = _datatype(spec)
-    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
-
-
-def _model_config(request: Request, model: str, version: int | None) -> dict[str, Any]:
-    manager = _manager(request)
-    servable = manager.servable(model, version)
-    signature = servable.signature(None)
-    policy = manager.config(model).version_policy
-    policy_doc = (
-        {"all": {}} if policy.kind == "all"
-        else {"specific": {"versions": list(policy.versions)}} if policy.kind == "specific"
-        else {"latest": {"num_versions": policy.latest}}
-    )
-
-    return {
-        "name": model,
-        "platform": servable.platform,
-        "backend": "tensorgate",
-        "max_batch_size": 0,
-        "version_policy": policy_doc,
-        "input": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in signature.inputs],
-        "output": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in _served_outputs(signature.outputs)],
-        "instance_group": [_instance_group(model, servable.device)],
-        # Triton's instance_group cannot say which logical CPU; our own device name can.
-        "parameters": {"device": {"string_value": servable.device}},
-    }
-
-
-def _instance_group(model: str, device: str) -> dict[str, Any]:
-    """Where the version runs, as Triton's config reports it: one instance, of KIND_GPU (with its
-    GPU's index) or KIND_CPU."""
-    kind, index = parse_device(device)
-    return {"name": f"{model}_0", "kind": f"KIND_{kind.upper()}", "count": 1, "gpus": [index] if kind == "gpu" else []}
-
-
 @router.get("/v2/models/{model}/config", dependencies=[Depends(require_api)])
 def model_config(request: Request, model: str) -> dict[str, Any]:
     """The model's configuration in Triton's form (what `tritonclient`'s get_model_config reads)."""
-    return _model_config(request, model, None)
+    return oip.model_config(_manager(request), model, None)
 
 
 @router.get("/v2/models/{model}/versions/{version}/config", dependencies=[Depends(require_api)])
 def version_config(request: Request, model: str, version: str) -> dict[str, Any]:
-    return _model_config(request, model, parse_version(version))
+    return oip.model_config(_manager(request), model, parse_version(version))
 
 
 # --- infer ---------------------------------------------------------------------------------------
-
-
-def _timeout_s(parameters: dict) -> float | None:
-    timeout = parameters.get("timeout")
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
-        raise BadRequest(f"invalid 'timeout' parameter {timeout!r}: expected microseconds, a non-negative integer")
-    return timeout / 1e6 if timeout > 0 else None  # 0 means no timeout of its own, as in Triton
-
-
-def _priority(parameters: dict) -> int:
-    priority = parameters.get("priority", 0)
-    if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
-        raise BadRequest(f"invalid 'priority' parameter {priority!r}: expected a non-negative integer (1 is the highest)")
-    return priority
-
-
-def _check_request(request: v2.InferRequest) -> str | None:
-    """The request's signature name, after the checks the codec leaves to us."""
-    names = [i.name for i in request.inputs]
-    if len(set(names)) != len(names):
-        raise BadRequest(f"input names must be unique; got {names}")
-    for o in request.outputs or ():
-        if "classification" in o.parameters:
-            raise BadRequest(f"output '{o.name}': the classification extension is not supported")
-    signature_name = request.parameters.get("signature_name")
-    if signature_name is not None and not isinstance(signature_name, str):
-        raise BadRequest("the 'signature_name' parameter must be a string")
-    return signature_name
-
-
-def _encode(model: str, request: v2.InferRequest, result: InferResult) -> tuple[bytes, int | None]:
-    binary_default = request.parameters.get("binary_data_output") is True
-    requested = {o.name: o for o in request.outputs or ()}
-    outputs = []
-    for spec, value in result.outputs:
-        asked = requested.get(spec.alias)
-        binary = asked.binary if asked is not None and asked.binary is not None else binary_default
-        if spec.composite is None:
-            outputs.append((spec.alias, value, binary))
-        else:  # a ragged or sparse output: its components, each a tensor of its own
-            outputs.extend((part.alias, array, binary) for part, array in zip(spec.composite.components, value.arrays()))
-    return v2.encode_infer_response(model, str(result.version), request.id, outputs)
 
 
 async def _infer(request: Request, model: str, version: int | None) -> Response:
@@ -261,7 +139,7 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
         if header is not None and not header.strip().isdigit():
             raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
         decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
-        signature_name = _check_request(decoded)
+        signature_name = oip.check_request(decoded)
         with plane.lease(model, obs, version) as servable:
             result = await plane.infer(
                 servable,
@@ -269,12 +147,14 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
                 {i.name: i.array for i in decoded.inputs},
                 None if decoded.outputs is None else [o.name for o in decoded.outputs],
                 obs,
-                priority=_priority(decoded.parameters),
-                timeout_s=_timeout_s(decoded.parameters),
+                priority=oip.priority(decoded.parameters),
+                timeout_s=oip.timeout_s(decoded.parameters),
                 disconnected=lambda: wait_for_disconnect(request),
             )
         size = sum(value.nbytes for _, value in result.outputs)
-        content, json_length = await plane.maybe_call(size, _encode, model, decoded, result)
+        outputs = oip.output_tensors(decoded, result, binary_default=False)
+        content, json_length = await plane.maybe_call(size, v2.encode_infer_response, model, str(result.version),
+                                                      decoded.id, outputs)
     if json_length is None:
         return Response(content, media_type="application/json")
     return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})
@@ -294,24 +174,6 @@ async def infer_version(request: Request, model: str, version: str) -> Response:
 
 # --- repository extension ------------------------------------------------------------------------
 
-_INDEX_STATE = {
-    State.START: "LOADING",
-    State.LOADING: "LOADING",
-    State.AVAILABLE: "READY",
-    State.UNLOADING: "UNLOADING",
-    State.END: "UNAVAILABLE",
-}
-
-
-def _index_row(s: VersionStatus) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": s.model}
-    if s.version:
-        row["version"] = str(s.version)
-    row["state"] = _INDEX_STATE[s.state]
-    row["reason"] = s.error or s.reason or ""
-    return row
-
-
 async def _optional_json(request: Request, limit: BodyLimit | None = None) -> dict[str, Any]:
     body = await read_body(request, limit)
     if not body.strip():
@@ -326,10 +188,7 @@ async def _optional_json(request: Request, limit: BodyLimit | None = None) -> di
 async def repository_index(request: Request) -> list[dict[str, Any]]:
     """Every model in the repository with each version's state; `{"ready": true}` lists only READY ones."""
     doc = await _optional_json(request)
-    rows = [_index_row(s) for s in _manager(request).index()]
-    if doc.get("ready") is True:
-        rows = [r for r in rows if r["state"] == "READY"]
-    return rows
+    return oip.index_rows(_manager(request), ready_only=doc.get("ready") is True)
 
 
 def _load_parameters(doc: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]:
@@ -369,7 +228,7 @@ async def load(request: Request, model: str) -> dict[str, Any]:
     management = _management(request)
     limits = request.app.state.settings.archive_limits()
     statuses = await run_in_threadpool(functools.partial(management.load_model, model, config, files, archive_limits=limits))
-    return {"name": model, "versions": [_index_row(s) for s in statuses]}
+    return {"name": model, "versions": [oip.index_row(s) for s in statuses]}
 
 
 @router.post("/v2/repository/models/{model}/unload", dependencies=[Depends(require_admin)], tags=["model repository"])

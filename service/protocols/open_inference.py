@@ -1,0 +1,205 @@
+"""The Open Inference Protocol's (KServe v2's) semantics, the same for both of its transports: server
+and model metadata, model config and repository index as documents (the REST routes send them as
+JSON; the gRPC service parses them into its messages, whose JSON forms they are), the request
+parameters (`timeout`, `priority`, `signature_name`) checked, and a result's outputs as the tensors v2
+sends.
+
+    >>> model_metadata(manager, "iris", None)["inputs"]
+    [{'name': 'features', 'datatype': 'FP32', 'shape': [-1, 4]}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import service
+from engine.devices import parse_device
+from service.errors import BadRequest
+from service.inference.dataplane import InferResult
+from service.protocols.codecs import v2
+from service.repository.manager import ModelManager
+from service.repository.signatures import TensorSpec
+from service.repository.versions import State, VersionStatus
+
+__all__ = [
+    "EXTENSIONS",
+    "server_metadata",
+    "model_metadata",
+    "model_ready",
+    "model_config",
+    "index_rows",
+    "check_request",
+    "timeout_s",
+    "priority",
+    "output_tensors",
+]
+
+EXTENSIONS = ["binary_tensor_data", "model_repository", "model_configuration", "parameters"]
+
+
+def server_metadata() -> dict[str, Any]:
+    return {"name": "tensorgate", "version": service.__version__, "extensions": EXTENSIONS}
+
+
+# --- models --------------------------------------------------------------------------------------
+
+
+def _datatype(spec: TensorSpec) -> str:
+    return "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
+
+
+def _dims(spec: TensorSpec) -> list[int]:
+    """-1 for a dimension of any size; an unknown rank shows as [-1]."""
+    return [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]
+
+
+def _tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
+    return {"name": spec.alias, "datatype": _datatype(spec), "shape": _dims(spec)}
+
+
+def _served_outputs(specs: Sequence[TensorSpec]) -> list[TensorSpec]:
+    """The output tensors as v2 serves them: a ragged or sparse output as its components
+    (`tokens.values`, `tokens.row_splits`; `ids.indices`, `ids.values`, `ids.dense_shape`)."""
+    return [part for spec in specs for part in (spec.composite.components if spec.composite is not None else (spec,))]
+
+
+def model_metadata(manager: ModelManager, model: str, version: int | None) -> dict[str, Any]:
+    """Inputs and outputs of the default signature with datatypes and shapes (-1: any size)."""
+    servable = manager.servable(model, version)
+    signature = servable.signature(None)
+    versions = [version] if version is not None else manager.versions_available(model)
+    return {
+        "name": model,
+        "versions": [str(v) for v in versions],
+        "platform": servable.platform,
+        "inputs": [_tensor_metadata(s) for s in signature.inputs],
+        "outputs": [_tensor_metadata(s) for s in _served_outputs(signature.outputs)],
+    }
+
+
+def model_ready(manager: ModelManager, model: str, version: int | None) -> bool:
+    """Whether the model (or version) can serve now; NotFound for a model or version nobody knows."""
+    if manager.model_ready(model, version):
+        return True
+    manager.status(model, version)  # NotFound for a model or version nobody knows
+    return False
+
+
+def _triton_type(spec: TensorSpec) -> str:
+    datatype = _datatype(spec)
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def _instance_group(model: str, device: str) -> dict[str, Any]:
+    """Where the version runs, as Triton's config reports it: one instance, of KIND_GPU (with its
+    GPU's index) or KIND_CPU."""
+    kind, index = parse_device(device)
+    return {"name": f"{model}_0", "kind": f"KIND_{kind.upper()}", "count": 1, "gpus": [index] if kind == "gpu" else []}
+
+
+def model_config(manager: ModelManager, model: str, version: int | None) -> dict[str, Any]:
+    """The model's configuration in Triton's form (what `tritonclient`'s get_model_config reads)."""
+    servable = manager.servable(model, version)
+    signature = servable.signature(None)
+    policy = manager.config(model).version_policy
+    policy_doc = (
+        {"all": {}} if policy.kind == "all"
+        else {"specific": {"versions": list(policy.versions)}} if policy.kind == "specific"
+        else {"latest": {"num_versions": policy.latest}}
+    )
+    return {
+        "name": model,
+        "platform": servable.platform,
+        "backend": "tensorgate",
+        "max_batch_size": 0,
+        "version_policy": policy_doc,
+        "input": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in signature.inputs],
+        "output": [{"name": s.alias, "data_type": _triton_type(s), "dims": _dims(s)} for s in _served_outputs(signature.outputs)],
+        "instance_group": [_instance_group(model, servable.device)],
+        # Triton's instance_group cannot say which logical CPU; our own device name can.
+        "parameters": {"device": {"string_value": servable.device}},
+    }
+
+
+# --- repository ----------------------------------------------------------------------------------
+
+_INDEX_STATE = {
+    State.START: "LOADING",
+    State.LOADING: "LOADING",
+    State.AVAILABLE: "READY",
+    State.UNLOADING: "UNLOADING",
+    State.END: "UNAVAILABLE",
+}
+
+
+def index_row(s: VersionStatus) -> dict[str, Any]:
+    """One version (or a model with none loaded) as the repository index lists it."""
+    row: dict[str, Any] = {"name": s.model}
+    if s.version:
+        row["version"] = str(s.version)
+    row["state"] = _INDEX_STATE[s.state]
+    row["reason"] = s.error or s.reason or ""
+    return row
+
+
+def index_rows(manager: ModelManager, ready_only: bool = False) -> list[dict[str, Any]]:
+    """Every model of the repository with each version's state; only READY ones when `ready_only`."""
+    rows = [index_row(s) for s in manager.index()]
+    return [r for r in rows if r["state"] == "READY"] if ready_only else rows
+
+
+# --- infer ---------------------------------------------------------------------------------------
+
+
+def timeout_s(parameters: dict) -> float | None:
+    """The request's `timeout` parameter (microseconds) in seconds; None: the server's own."""
+    timeout = parameters.get("timeout")
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
+        raise BadRequest(f"invalid 'timeout' parameter {timeout!r}: expected microseconds, a non-negative integer")
+    return timeout / 1e6 if timeout > 0 else None  # 0 means no timeout of its own, as in Triton
+
+
+def priority(parameters: dict) -> int:
+    """The request's `priority` parameter (1 is the highest; 0: the default)."""
+    value = parameters.get("priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"invalid 'priority' parameter {value!r}: expected a non-negative integer (1 is the highest)")
+    return value
+
+
+def check_request(request: v2.InferRequest) -> str | None:
+    """The request's signature name, after the checks the codecs leave to us."""
+    names = [i.name for i in request.inputs]
+    if len(set(names)) != len(names):
+        raise BadRequest(f"input names must be unique; got {names}")
+    for o in request.outputs or ():
+        if "classification" in o.parameters:
+            raise BadRequest(f"output '{o.name}': the classification extension is not supported")
+    signature_name = request.parameters.get("signature_name")
+    if signature_name is not None and not isinstance(signature_name, str):
+        raise BadRequest("the 'signature_name' parameter must be a string")
+    return signature_name
+
+
+def output_tensors(request: v2.InferRequest, result: InferResult, *, binary_default: bool
+                   ) -> list[tuple[str, np.ndarray, bool]]:
+    """The tensors to send, as (name, array, binary): a ragged or sparse output as its components,
+    each binary as its output's `binary_data` parameter says, else as `binary_data_output` does
+    (`binary_default` when the request does not say)."""
+    asked_default = request.parameters.get("binary_data_output")
+    default = asked_default if isinstance(asked_default, bool) else binary_default
+    requested = {o.name: o for o in request.outputs or ()}
+    outputs = []
+    for spec, value in result.outputs:
+        asked = requested.get(spec.alias)
+        binary = asked.binary if asked is not None and asked.binary is not None else default
+        if spec.composite is None:
+            outputs.append((spec.alias, value, binary))
+        else:  # a ragged or sparse output: its components, each a tensor of its own
+            outputs.extend((part.alias, array, binary) for part, array in zip(spec.composite.components, value.arrays()))
+    return outputs
