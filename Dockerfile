@@ -3,15 +3,19 @@
 # a non-root user, the example models baked in at /models for a quick start.
 #
 #   docker build -t tensorgate:0.1.0 .
-#   docker run --rm -p 8000:8000 tensorgate:0.1.0                                  # the example models
-#   docker run --rm -p 8000:8000 -v "$PWD/my_models:/models" tensorgate:0.1.0      # your repository
+#   docker run --rm -p 8000:8000 -p 8001:8001 tensorgate:0.1.0                              # the example models
+#   docker run --rm -p 8000:8000 -p 8001:8001 -v "$PWD/my_models:/models" tensorgate:0.1.0  # your repository
+#
+# HTTP (TensorFlow Serving REST, the Open Inference Protocol, /metrics) listens on 8000, gRPC (TensorFlow
+# Serving's and the Open Inference Protocol's services, grpc.health.v1.Health, reflection) on 8001;
+# -e TENSORGATE_GRPC_PORT=0 turns gRPC off.
 #
 # The GPU variant is the same file with two build arguments: CuPy for CUDA 12 and the CUDA libraries
 # it loads come from requirements-gpu.lock (PyPI wheels, so no CUDA base image is needed; the NVIDIA
 # container runtime brings the driver), and the server runs models on the GPU by default:
 #
 #   docker build --build-arg REQUIREMENTS=requirements-gpu.lock --build-arg DEVICE=gpu -t tensorgate:0.1.0-gpu .
-#   docker run --rm --gpus all -p 8000:8000 tensorgate:0.1.0-gpu
+#   docker run --rm --gpus all -p 8000:8000 -p 8001:8001 tensorgate:0.1.0-gpu
 #
 # Size (estimated from the installed packages, see docs/deploy.md): CPU about 270 MB uncompressed
 # (python:3.11-slim ~125 MB + /opt/venv ~145 MB); GPU about 3 GB (the CUDA libraries).
@@ -57,13 +61,15 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUPY_CACHE_DIR=/tmp/cupy-kernel-cache \
     TENSORGATE_HOST=0.0.0.0 \
     TENSORGATE_PORT=8000 \
+    TENSORGATE_GRPC_PORT=8001 \
     TENSORGATE_MODEL_REPOSITORY=/models \
     TENSORGATE_DEVICE=${DEVICE}
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8000
-# Liveness, not readiness: a model that fails to load keeps the server unready (by design) but must
-# not get the container restarted in a loop by an orchestrator that acts on "unhealthy".
+EXPOSE 8000 8001
+# Liveness over HTTP, not readiness: a model that fails to load keeps the server unready (by design)
+# but must not get the container restarted in a loop by an orchestrator that acts on "unhealthy".
+# With TENSORGATE_TLS_CERT the port speaks HTTPS; the check asks for liveness, not identity.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/v2/health/live' % os.environ.get('TENSORGATE_PORT', '8000'), timeout=2)"]
+    CMD ["python", "-c", "import os, ssl, urllib.request; tls = bool(os.environ.get('TENSORGATE_TLS_CERT')); urllib.request.urlopen('%s://127.0.0.1:%s/v2/health/live' % ('https' if tls else 'http', os.environ.get('TENSORGATE_PORT', '8000')), timeout=2, context=ssl._create_unverified_context() if tls else None)"]
 ENTRYPOINT ["tensorgate", "serve"]

@@ -1,11 +1,12 @@
 """The helm chart, without a cluster: `helm lint --strict`, `helm template` of every values profile,
 every rendered object validated against Kubernetes' own schemas (kubernetes-validate --strict; the
 CRD kinds against schemas of ours in schemas/), and what a deployment relies on asserted on the
-rendered YAML: probes, security context, ports, labels, storage, autoscaling."""
+rendered YAML: probes, security context, ports (HTTP and gRPC), TLS, labels, storage, autoscaling."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from service.settings import Settings
-from tests.deploy.conftest import CHART, KUBE_VERSION, PROFILES, ROOT, find, run_helm, tool
+from tests.deploy.conftest import CHART, KUBE_VERSION, PROFILES, ROOT, SERVICE_MONITOR_API, find, run_helm, tool
 
 SCHEMAS = Path(__file__).parent / "schemas"
 # Kinds kubernetes-validate has no schema for (it would only warn and pass them): each is checked
@@ -24,8 +25,17 @@ CRD_SCHEMAS = {
     ("serving.kserve.io/v1alpha1", "ServingRuntime"): SCHEMAS / "servingruntime-serving.kserve.io-v1alpha1.json",
 }
 KSERVE_RUNTIME = ROOT / "deploy" / "kserve" / "servingruntime.yaml"
-# Settings the chart owns: host/port/repository are fixed by the pod layout, the tokens come from Secrets.
-CHART_MANAGED_SETTINGS = {"model_repository", "host", "port", "admin_token", "api_token"}
+# Settings the chart owns: host/ports/repository are fixed by the pod layout, the tokens come from Secrets,
+# the TLS files from Secrets mounted by grpc.tls and http.tls.
+CHART_MANAGED_SETTINGS = {"model_repository", "host", "port", "grpc_port", "admin_token", "api_token",
+                          "tls_cert", "tls_key", "tls_ca", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca"}
+# Listener variants beside the profiles: gRPC health probes; TLS on both ports (mutual on gRPC); mutual
+# TLS on HTTP, probed over gRPC (the kubelet has no client certificate for HTTPS).
+GRPC_PROBES = ("--set", "probes.type=grpc")
+TLS = ("--set", "grpc.tls.existingSecret=tg-grpc-tls", "--set", "grpc.tls.verifyClients=true",
+       "--set", "http.tls.existingSecret=tg-http-tls", "--api-versions", SERVICE_MONITOR_API)
+MUTUAL_HTTP_TLS = (*GRPC_PROBES, "--set", "http.tls.existingSecret=tg-http-tls", "--set", "http.tls.verifyClients=true")
+LISTENER_VARIANTS = {"grpc-probes": GRPC_PROBES, "tls": TLS, "mutual-http-tls": MUTUAL_HTTP_TLS}
 
 
 def server(objects: list[dict]) -> dict:
@@ -34,6 +44,15 @@ def server(objects: list[dict]) -> dict:
 
 def pod_spec(objects: list[dict]) -> dict:
     return find(objects, "Deployment")["spec"]["template"]["spec"]
+
+
+def environment(objects: list[dict]) -> dict[str, str]:
+    """The server's TENSORGATE_* variables with literal values: its settings ConfigMap (envFrom), then its env."""
+    container = server(objects)
+    assert container["envFrom"] == [{"configMapRef": {"name": "tg-tensorgate-settings"}}]
+    variables = dict(find(objects, "ConfigMap", "-settings")["data"])
+    variables.update({e["name"]: e["value"] for e in container.get("env") or [] if "value" in e})
+    return variables
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -50,7 +69,7 @@ def test_rendered_objects_validate_against_kubernetes_schemas(render, tmp_path):
     if validator is None:
         pytest.skip("kubernetes-validate is not installed (a dev extra: pip install -e '.[dev]')")
     files, custom = [], []
-    for profile, args in sorted(PROFILES.items()):
+    for profile, args in [*sorted(PROFILES.items()), *LISTENER_VARIANTS.items()]:
         core = []
         for obj in render(*args):
             (custom if (obj["apiVersion"], obj["kind"]) in CRD_SCHEMAS else core).append(obj)
@@ -74,6 +93,17 @@ def test_rendered_objects_validate_against_kubernetes_schemas(render, tmp_path):
     assert kinds == set(CRD_SCHEMAS), kinds
     for obj in custom:
         jsonschema.validate(obj, json.loads(CRD_SCHEMAS[obj["apiVersion"], obj["kind"]].read_text()))
+
+
+def test_kserve_runtime_serves_rest_and_grpc():
+    runtime = yaml.safe_load(KSERVE_RUNTIME.read_text())
+    assert runtime["spec"]["protocolVersions"] == ["v1", "v2", "grpc-v1", "grpc-v2"]
+    (container,) = runtime["spec"]["containers"]
+    # KServe routes the first port; Knative names protocols http1 and h2c.
+    assert container["ports"] == [{"name": "http1", "containerPort": 8080, "protocol": "TCP"},
+                                  {"name": "h2c", "containerPort": 8001, "protocol": "TCP"}]
+    assert {"name": "TENSORGATE_GRPC_PORT", "value": "8001"} in container["env"]
+    assert "--port 8080" in container["args"][0]
 
 
 def test_default_profile_objects(render):
@@ -103,11 +133,83 @@ def test_labels_are_the_recommended_ones_and_select_the_pods(render):
 def test_ports_are_named_and_the_service_targets_them(render):
     objects = render()
     container = server(objects)
-    assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
-    (port,) = find(objects, "Service")["spec"]["ports"]
-    assert port["name"] == "http" and port["targetPort"] == "http" and port["port"] == 8000
-    settings = find(objects, "ConfigMap", "-settings")["data"]
-    assert settings["TENSORGATE_PORT"] == "8000" and settings["TENSORGATE_HOST"] == "0.0.0.0"
+    assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"},
+                                  {"name": "grpc", "containerPort": 8001, "protocol": "TCP"}]
+    http, grpc = find(objects, "Service")["spec"]["ports"]
+    assert http == {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP", "appProtocol": "http"}
+    assert grpc == {"name": "grpc", "port": 8001, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"}
+    env = environment(objects)
+    assert env["TENSORGATE_PORT"] == "8000" and env["TENSORGATE_HOST"] == "0.0.0.0"
+    assert env["TENSORGATE_GRPC_PORT"] == "8001"
+    assert not any(name.startswith(("TENSORGATE_TLS_", "TENSORGATE_GRPC_TLS_")) for name in env)
+
+
+def test_grpc_disabled_exposes_no_grpc_port_and_turns_it_off_in_the_server(render):
+    objects = render("--set", "grpc.enabled=false")
+    assert [p["name"] for p in server(objects)["ports"]] == ["http"]
+    assert [p["name"] for p in find(objects, "Service")["spec"]["ports"]] == ["http"]
+    assert environment(objects)["TENSORGATE_GRPC_PORT"] == "0"
+
+
+def test_grpc_service_port_is_configurable(render):
+    objects = render("--set", "grpc.port=9000")
+    grpc = find(objects, "Service")["spec"]["ports"][1]
+    assert grpc["port"] == 9000 and grpc["targetPort"] == "grpc"
+    assert environment(objects)["TENSORGATE_GRPC_PORT"] == "8001"  # the container's port does not move
+
+
+def test_grpc_probes_ask_the_health_service_on_the_grpc_port(render):
+    container = server(render(*GRPC_PROBES))
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"] == {"port": 8001, "service": ""}, probe
+        assert "httpGet" not in container[probe], probe
+    assert container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"] >= 300
+    container = server(render(*GRPC_PROBES, "--set", "probes.grpc.livenessService=tensorflow.serving.ModelService"))
+    assert container["readinessProbe"]["grpc"] == {"port": 8001, "service": ""}
+    assert container["livenessProbe"]["grpc"] == {"port": 8001, "service": "tensorflow.serving.ModelService"}
+
+
+def test_tls_mounts_the_secrets_read_only_and_points_the_server_at_them(render):
+    objects = render(*TLS)
+    spec, container = pod_spec(objects), server(objects)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    grpc_files = {i["key"] for i in volumes["tls-grpc"]["secret"]["items"]}
+    http_files = {i["key"] for i in volumes["tls-http"]["secret"]["items"]}
+    assert volumes["tls-grpc"]["secret"]["secretName"] == "tg-grpc-tls" and grpc_files == {"tls.crt", "tls.key", "ca.crt"}
+    assert volumes["tls-http"]["secret"]["secretName"] == "tg-http-tls" and http_files == {"tls.crt", "tls.key"}
+    assert mounts["tls-grpc"] == {"name": "tls-grpc", "mountPath": "/etc/tensorgate/tls/grpc", "readOnly": True}
+    assert mounts["tls-http"] == {"name": "tls-http", "mountPath": "/etc/tensorgate/tls/http", "readOnly": True}
+    env = environment(objects)
+    assert env["TENSORGATE_GRPC_TLS_CERT"] == "/etc/tensorgate/tls/grpc/tls.crt"
+    assert env["TENSORGATE_GRPC_TLS_KEY"] == "/etc/tensorgate/tls/grpc/tls.key"
+    assert env["TENSORGATE_GRPC_TLS_CA"] == "/etc/tensorgate/tls/grpc/ca.crt"  # verifyClients: mutual TLS
+    assert env["TENSORGATE_TLS_CERT"] == "/etc/tensorgate/tls/http/tls.crt"
+    assert env["TENSORGATE_TLS_KEY"] == "/etc/tensorgate/tls/http/tls.key"
+    assert "TENSORGATE_TLS_CA" not in env
+    # What speaks HTTP to the pod switches to HTTPS: probes, the Service's appProtocol, scrapes, helm test.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http", "scheme": "HTTPS"}
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    http, grpc = find(objects, "Service")["spec"]["ports"]
+    assert http["appProtocol"] == "https" and grpc["appProtocol"] == "tls"
+    (endpoint,) = find(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    script = " ".join(find(objects, "Pod", "-test-health")["spec"]["containers"][0]["args"])
+    assert "https://tg-tensorgate:8000" in script
+    # gRPC TLS only while gRPC is on.
+    objects = render(*TLS, "--set", "grpc.enabled=false")
+    assert "tls-grpc" not in {v["name"] for v in pod_spec(objects)["volumes"]}
+    assert not any(name.startswith("TENSORGATE_GRPC_TLS_") for name in environment(objects))
+
+
+def test_helm_test_pod_presents_a_client_certificate_under_mutual_tls(render):
+    objects = render(*MUTUAL_HTTP_TLS)
+    assert environment(objects)["TENSORGATE_TLS_CA"] == "/etc/tensorgate/tls/http/ca.crt"
+    pod = find(objects, "Pod", "-test-health")
+    script = pod["spec"]["containers"][0]["args"][0]
+    assert 'load_cert_chain("/etc/tensorgate/tls/http/tls.crt", "/etc/tensorgate/tls/http/tls.key")' in script
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "tls-http", "mountPath": "/etc/tensorgate/tls/http", "readOnly": True}]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "tg-http-tls"
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -138,12 +240,12 @@ def test_every_container_is_hardened(render, profile):
         assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
         assert sc["runAsNonRoot"] is True and sc["seccompProfile"] == {"type": "RuntimeDefault"}, c["name"]
         assert "memory" in c["resources"]["limits"], c["name"]
-    # With a read-only root, what the server writes goes to volumes: the repository and /tmp.
-    mounts = {m["mountPath"]: m["name"] for m in server(objects)["volumeMounts"]}
-    assert mounts == {"/models": "models", "/tmp": "tmp"}
+    # With a read-only root, what the server writes goes to volumes: the repository and /tmp; anything
+    # else it mounts (TLS Secrets) is read-only.
+    writable = {m["mountPath"]: m["name"] for m in server(objects)["volumeMounts"] if not m.get("readOnly")}
+    assert writable == {"/models": "models", "/tmp": "tmp"}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert "emptyDir" in volumes["tmp"]
-    assert not any(m.get("readOnly") for m in server(objects)["volumeMounts"])
 
 
 def test_image_source_seeds_an_empty_dir_from_the_image(render):
@@ -229,11 +331,37 @@ def test_dashboard_config_map_is_labelled_for_grafana(render):
     assert json.loads(dashboard["data"]["tensorgate.json"])["uid"] == "tensorgate-overview"
 
 
-def test_helm_test_pod_calls_the_health_endpoints(render):
-    pod = find(render(), "Pod", "-test-health")
+@pytest.mark.parametrize("variant", [(), TLS, MUTUAL_HTTP_TLS], ids=["plain", "tls", "mutual-http-tls"])
+def test_helm_test_pod_calls_the_health_endpoints(render, variant):
+    pod = find(render(*variant), "Pod", "-test-health")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    script = " ".join(pod["spec"]["containers"][0]["args"])
-    assert "http://tg-tensorgate:8000" in script and "/v2/health/ready" in script and "/v2/health/live" in script
+    (script,) = pod["spec"]["containers"][0]["args"]
+    assert "://tg-tensorgate:8000" in script and "/v2/health/ready" in script and "/v2/health/live" in script
+    compile(script, "test-health", "exec")  # the rendered script is Python
+
+
+def notes(helm, tmp_path, *args: str) -> str:
+    """NOTES.txt as `helm install` prints it: `helm template` leaves NOTES out, so a copy of the chart
+    renders it as a string inside an object."""
+    chart = tmp_path / "tensorgate"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}' + (CHART / "templates" / "NOTES.txt").read_text() + "{{- end }}")
+    (chart / "templates" / "notes.yaml").write_text('notes: {{ include "notes" . | toJson }}\n')
+    result = run_helm(helm, "template", "tg", str(chart), "--namespace", "serving", "--kube-version", KUBE_VERSION,
+                      "--show-only", "templates/notes.yaml", *args)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["notes"]
+
+
+def test_notes_print_the_grpc_address(helm, tmp_path):
+    text = notes(helm, tmp_path)
+    assert "http://tg-tensorgate.serving.svc:8000" in text
+    assert "tg-tensorgate.serving.svc:8001 (gRPC, plaintext" in text
+    assert "grpcurl -plaintext 127.0.0.1:8001 grpc.health.v1.Health/Check" in text
+    text = notes(helm, tmp_path / "tls", *TLS)
+    assert "https://tg-tensorgate.serving.svc:8000" in text and "(gRPC over TLS, client certificates required" in text
+    text = notes(helm, tmp_path / "off", "--set", "grpc.enabled=false")
+    assert "gRPC" not in text and "8001" not in text
 
 
 def test_settings_in_the_values_schema_are_the_servers(helm):
@@ -251,6 +379,14 @@ def test_invalid_values_fail_with_a_reason(helm):
         ("--set", "models.source=nfs"): "source",
         ("--set", "models.source=s3"): "models.s3.url",
         ("--set", "models.source=pvc", "--set", "replicaCount=3", "--set", "models.pvc.accessModes={ReadWriteOnce}"): "ReadWriteMany",
+        # Kubernetes' gRPC probe speaks plaintext only.
+        (*GRPC_PROBES, "--set", "grpc.tls.existingSecret=tg-grpc-tls"): "probes.type=grpc cannot be combined with grpc.tls: Kubernetes' gRPC probe does not support TLS",
+        (*GRPC_PROBES, "--set", "grpc.enabled=false"): "probes.type=grpc needs grpc.enabled=true",
+        ("--set", "probes.type=exec"): "probes.type",
+        # The kubelet's HTTPS probe has no client certificate to show.
+        ("--set", "http.tls.existingSecret=tg-http-tls", "--set", "http.tls.verifyClients=true"): "probes.type=http cannot be combined with http.tls.verifyClients",
+        ("--set", "grpc.tls.verifyClients=true"): "grpc.tls.verifyClients needs grpc.tls.existingSecret",
+        ("--set", "grpc.port=8000"): "grpc.port and service.port",
     }
     for args, reason in cases.items():
         result = run_helm(helm, "template", "tg", str(CHART), *args)
@@ -270,3 +406,13 @@ def test_settings_render_as_the_variables_the_server_reads(render):
         settings = Settings()
     assert settings.batching and settings.batching_allowed_batch_sizes == [8, 16, 32] and settings.port == 8000
     assert str(settings.model_repository) == "/models"
+
+
+def test_every_variable_the_chart_sets_is_a_server_setting(render):
+    """A TENSORGATE_* name the server does not read would be ignored silently (pydantic-settings skips
+    unknown variables): every one the chart sets, in every profile and listener variant, names a setting."""
+    for args in [*PROFILES.values(), *LISTENER_VARIANTS.values()]:
+        objects = render(*args)
+        names = set(environment(objects)) | {e["name"] for e in server(objects).get("env") or []}
+        unknown = {n for n in names if n.startswith("TENSORGATE_")} - {f"TENSORGATE_{f.upper()}" for f in Settings.model_fields}
+        assert not unknown, (args, unknown)

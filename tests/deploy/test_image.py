@@ -1,6 +1,7 @@
 """The container image's recipe, without a Docker engine: hadolint finds nothing in the Dockerfile,
 the Dockerfile keeps its promises (multi-stage, python:3.11-slim, installs from the hashed lock,
-non-root uid >= 10000, exec-form `tensorgate serve`, a health check, models at /models), and the
+non-root uid >= 10000, exec-form `tensorgate serve`, a health check, HTTP and gRPC ports, models at
+/models), and the
 locks pin every runtime dependency of pyproject.toml."""
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def test_dockerfile_builds_a_small_non_root_image_from_the_lock():
     env = " ".join(args for op, args in final if op == "ENV")
     assert "TENSORGATE_MODEL_REPOSITORY=/models" in env and "TENSORGATE_HOST=0.0.0.0" in env
     assert "TENSORGATE_DEVICE=${DEVICE}" in env and ("ARG", "DEVICE=cpu") in final
+    # HTTP on 8000, gRPC on 8001 (as Triton), both declared.
+    assert "TENSORGATE_PORT=8000" in env and "TENSORGATE_GRPC_PORT=8001" in env
+    assert ("EXPOSE", "8000 8001") in final
 
 
 def test_build_context_holds_what_the_dockerfile_copies():

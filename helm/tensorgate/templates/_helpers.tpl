@@ -70,3 +70,76 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - name: HOME
   value: /tmp
 {{- end }}
+
+{{/*
+TLS of one listener: `(dict "listener" "grpc"|"http" "tls" <its tls values>)`, from an existing Secret
+mounted read-only at /etc/tensorgate/tls/<listener>. "tensorgate.listenerTLS" gives the tls values of
+each listener that serves TLS (gRPC's only while gRPC is on).
+*/}}
+{{- define "tensorgate.listenerTLS" -}}
+{{- $listeners := dict }}
+{{- if and .Values.grpc.enabled .Values.grpc.tls.existingSecret }}
+{{- $_ := set $listeners "grpc" .Values.grpc.tls }}
+{{- end }}
+{{- if .Values.http.tls.existingSecret }}
+{{- $_ := set $listeners "http" .Values.http.tls }}
+{{- end }}
+{{- toYaml $listeners }}
+{{- end }}
+
+{{- define "tensorgate.tlsDir" -}}
+/etc/tensorgate/tls/{{ . }}
+{{- end }}
+
+{{/* The server's TLS variables for one listener: the files of its mounted Secret (ca.crt only for mutual TLS). */}}
+{{- define "tensorgate.tlsSettings" -}}
+{{- $prefix := ternary "TENSORGATE_GRPC_TLS" "TENSORGATE_TLS" (eq .listener "grpc") }}
+{{- $dir := include "tensorgate.tlsDir" .listener }}
+{{ $prefix }}_CERT: {{ $dir }}/tls.crt
+{{ $prefix }}_KEY: {{ $dir }}/tls.key
+{{- if .tls.verifyClients }}
+{{ $prefix }}_CA: {{ $dir }}/ca.crt
+{{- end }}
+{{- end }}
+
+{{/* The Secret volume of one listener: only the keys the server reads, so that a missing key fails the mount, not the server. */}}
+{{- define "tensorgate.tlsVolume" -}}
+- name: tls-{{ .listener }}
+  secret:
+    secretName: {{ .tls.existingSecret }}
+    defaultMode: 0440
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+      {{- if .tls.verifyClients }}
+      - {key: ca.crt, path: ca.crt}
+      {{- end }}
+{{- end }}
+
+{{- define "tensorgate.tlsVolumeMount" -}}
+- {name: tls-{{ .listener }}, mountPath: {{ include "tensorgate.tlsDir" .listener }}, readOnly: true}
+{{- end }}
+
+{{/* Listener settings that cannot work together, refused with the reason a user reads from `helm install`. */}}
+{{- define "tensorgate.validateListeners" -}}
+{{- if eq .Values.probes.type "grpc" }}
+{{- if not .Values.grpc.enabled }}
+{{- fail "probes.type=grpc needs grpc.enabled=true: the probes ask the gRPC port's health service" }}
+{{- end }}
+{{- if .Values.grpc.tls.existingSecret }}
+{{- fail "probes.type=grpc cannot be combined with grpc.tls: Kubernetes' gRPC probe does not support TLS; use probes.type=http or serve gRPC without TLS" }}
+{{- end }}
+{{- end }}
+{{- if and (eq .Values.probes.type "http") .Values.http.tls.existingSecret .Values.http.tls.verifyClients }}
+{{- fail "probes.type=http cannot be combined with http.tls.verifyClients: the kubelet's HTTPS probe presents no client certificate; use probes.type=grpc or turn verifyClients off" }}
+{{- end }}
+{{- if and .Values.grpc.enabled (eq (int .Values.grpc.port) (int .Values.service.port)) }}
+{{- fail "grpc.port and service.port are one Service port: give gRPC a port of its own" }}
+{{- end }}
+{{- range $listener := list "grpc" "http" }}
+{{- $tls := (index $.Values $listener).tls }}
+{{- if and $tls.verifyClients (not $tls.existingSecret) }}
+{{- fail (printf "%s.tls.verifyClients needs %s.tls.existingSecret (a Secret holding tls.crt, tls.key and ca.crt)" $listener $listener) }}
+{{- end }}
+{{- end }}
+{{- end }}
