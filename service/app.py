@@ -32,6 +32,7 @@ from service.observability.monitoring_config import prometheus_path
 from service.observability.stats import LiveStats
 from service.protocols import rest_partial_runs, rest_tfserving, rest_v2
 from service.protocols.bodies import BodyLimitMiddleware, request_limit, upload_limit
+from service.protocols.grpc.server import GrpcServer
 from service.repository import ModelRepository
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
@@ -43,6 +44,9 @@ from service.settings import Settings, check_device_available
 __all__ = ["create_app"]
 
 log = logging.getLogger("tensorgate.app")
+
+# How long gRPC calls in flight may take to finish when the server stops.
+GRPC_GRACE_S = 10.0
 
 
 def _error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -92,10 +96,12 @@ def _server_batching(settings: Settings) -> tuple[BatchingOptions, bool]:
     return read_batching_parameters(settings.batching_parameters_file, options), True
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, grpc_port: int | None = None) -> FastAPI:
     """An application serving `settings.model_repository` and/or `settings.model_config_file`;
-    models load when the app starts. Raises DeviceError when `settings.device` is a device this
-    process does not have, ConfigError when one of TensorFlow Serving's config files is invalid."""
+    models load when the app starts, and with `grpc_port` (0: a free one) the gRPC services start
+    beside it on `settings.host`, on the app's event loop (`app.state.grpc_port` says where). Raises
+    DeviceError when `settings.device` is a device this process does not have, ConfigError when one of
+    TensorFlow Serving's config files is invalid."""
     settings = settings or Settings()
     check_device_available(settings.device)
     sources = _model_sources(settings)
@@ -127,9 +133,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         manager.start()
+        grpc_server = None
         try:
+            if grpc_port is not None:
+                grpc_server = GrpcServer(plane, app.state.management, settings)
+                app.state.grpc_port = await grpc_server.start(settings.host, grpc_port)
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop(GRPC_GRACE_S)
             manager.stop()
             plane.close()
 
@@ -146,6 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.partial_runs = PartialRuns(manager)
     app.state.metrics = metrics
     app.state.stats = stats
+    app.state.grpc_port = None
     app.add_middleware(
         BodyLimitMiddleware,
         limit=request_limit(settings),

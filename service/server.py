@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 
@@ -15,37 +16,55 @@ from service.settings import Settings
 __all__ = ["serve", "BackgroundServer"]
 
 
-def _config(settings: Settings, **overrides) -> uvicorn.Config:
+def _tls(settings: Settings) -> dict:
+    """uvicorn's TLS options for HTTPS (client certificates required when a CA is set)."""
+    if settings.tls_cert is None:
+        return {}
+    options = {"ssl_certfile": str(settings.tls_cert), "ssl_keyfile": str(settings.tls_key)}
+    if settings.tls_ca is not None:
+        options.update(ssl_ca_certs=str(settings.tls_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return options
+
+
+def _config(settings: Settings, grpc_port: int | None, **overrides) -> uvicorn.Config:
     return uvicorn.Config(
-        create_app(settings),
+        create_app(settings, grpc_port=grpc_port),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         # The body limit and our own timeouts bound requests; keep-alive suits clients that reuse connections.
         timeout_keep_alive=30,
+        **_tls(settings),
         **overrides,
     )
 
 
 def serve(settings: Settings) -> None:
-    """Serve until interrupted (SIGINT/SIGTERM finish in-flight requests first)."""
+    """Serve until interrupted (SIGINT/SIGTERM finish in-flight requests first): HTTP on
+    `settings.port`, gRPC on `settings.grpc_port` (0: no gRPC)."""
     tune_allocator()
-    uvicorn.Server(_config(settings)).run()
+    uvicorn.Server(_config(settings, settings.grpc_port or None)).run()
 
 
 class BackgroundServer:
-    """A real server in a thread, on `settings.host` and a free port when `settings.port` is 0.
+    """A real server in a thread, on `settings.host` and a free port when `settings.port` is 0; gRPC
+    on a free port too, unless `settings.grpc_port` is set (0: no gRPC).
 
         >>> with BackgroundServer(Settings(model_repository=path, port=0)) as server:
         ...     httpx.get(f"{server.url}/v2/health/ready")
+        ...     grpc.insecure_channel(server.grpc_target)
     """
 
     def __init__(self, settings: Settings, *, startup_timeout_s: float = 30.0):
         self.settings = settings
         self.startup_timeout_s = startup_timeout_s
-        self._server = uvicorn.Server(_config(settings, log_config=None, access_log=False))
+        grpc_port = settings.grpc_port if "grpc_port" in settings.model_fields_set else 0
+        if "grpc_port" in settings.model_fields_set and settings.grpc_port == 0:
+            grpc_port = None
+        self._server = uvicorn.Server(_config(settings, grpc_port, log_config=None, access_log=False))
         self._thread = threading.Thread(target=self._server.run, name="tensorgate-server", daemon=True)
         self.url = ""
+        self.grpc_target = ""  # host:port of the gRPC services; "" without them
 
     @property
     def app(self):
@@ -59,7 +78,10 @@ class BackgroundServer:
                 raise RuntimeError("the server did not start")
             time.sleep(0.01)
         host, port = self._server.servers[0].sockets[0].getsockname()[:2]
-        self.url = f"http://{host}:{port}"
+        scheme = "https" if self.settings.tls_cert is not None else "http"
+        self.url = f"{scheme}://{host}:{port}"
+        if self.app.state.grpc_port:
+            self.grpc_target = f"{self.settings.host}:{self.app.state.grpc_port}"
         return self
 
     def stop(self) -> None:

@@ -119,9 +119,12 @@ def shape_proto(shape: tuple[int | None, ...] | None) -> tensor_shape_pb2.Tensor
     return proto
 
 
-def from_array(value: np.ndarray | object, dtype: np.dtype | None = None) -> tensor_pb2.TensorProto:
+def from_array(value: np.ndarray | object, dtype: np.dtype | None = None, *, typed_fields: bool = False
+               ) -> tensor_pb2.TensorProto:
     """Encode an array (or anything np.asarray accepts) as a TensorProto, the way TensorFlow writes it:
-    numeric data in `tensor_content`, strings in `string_val`."""
+    numeric data in `tensor_content`, strings in `string_val`. With `typed_fields`, every value goes in
+    its typed `*_val` field instead (TensorFlow's `Tensor::AsProtoField`, which TensorFlow Serving's
+    Predict replies use, and which clients reading `outputs["y"].float_val` expect)."""
     arr = np.asarray(value, dtype=dtype)
     proto = tensor_pb2.TensorProto()
     proto.dtype = dtypes.from_numpy(arr.dtype)
@@ -129,6 +132,21 @@ def from_array(value: np.ndarray | object, dtype: np.dtype | None = None) -> ten
     if proto.dtype == types_pb2.DT_STRING:
         for item in arr.reshape(-1):
             proto.string_val.append(item if isinstance(item, bytes) else str(item).encode("utf-8"))
+    elif typed_fields:
+        _set_typed_values(proto, arr.reshape(-1))
     else:
         proto.tensor_content = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
     return proto
+
+
+def _set_typed_values(proto: tensor_pb2.TensorProto, flat: np.ndarray) -> None:
+    field = _VAL_FIELD.get(dtypes.base_type(proto.dtype))
+    if field is None:
+        raise ValueError(f"cannot encode {dtypes.tf_name(proto.dtype)} tensors as typed values")
+    if field == "half_val":
+        values = flat.view(np.uint16).astype(np.int32)  # the bit patterns, as TensorFlow stores them
+    elif field in ("scomplex_val", "dcomplex_val"):
+        values = flat.view(np.float32 if field == "scomplex_val" else np.float64)  # (real, imaginary) pairs
+    else:
+        values = flat
+    getattr(proto, field).extend(values.tolist())

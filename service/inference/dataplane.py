@@ -88,7 +88,7 @@ def _outcome(error: BaseException | None) -> str:
         return "rejected"
     if isinstance(error, DeadlineExceeded):
         return "timeout"
-    if isinstance(error, ClientDisconnected):
+    if isinstance(error, (ClientDisconnected, asyncio.CancelledError)):
         return "cancelled"
     return "client_error" if status_of(error) < 500 else "server_error"
 
@@ -150,6 +150,10 @@ class DataPlane:
         try:
             done, _ = await asyncio.wait([wrapped] + ([watcher] if watcher else []), timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The caller went away (a gRPC client cancelled its call): the work must not start.
+            future.cancel()
+            raise
         finally:
             if watcher is not None:
                 watcher.cancel()

@@ -295,10 +295,10 @@ def fill_model_spec(spec: model_pb2.ModelSpec, model: str, signature_name: str |
 
 
 async def _infer(plane: DataPlane, servable: Servable, task: ExampleTask, examples: np.ndarray, obs: Observation,
-                 disconnected: Callable[[], Awaitable[Any]] | None) -> dict[str, Any]:
+                 disconnected: Callable[[], Awaitable[Any]] | None, timeout_s: float | None = None) -> dict[str, Any]:
     try:
         result = await plane.infer(servable, task.signature, {task.input.alias: examples}, task.output_aliases, obs,
-                                   disconnected=disconnected)
+                                   disconnected=disconnected, timeout_s=timeout_s)
     except QueueFull as e:
         # TensorFlow Serving reports a full batch queue as UNAVAILABLE.
         raise QueueFull(e.message, status=503) from None
@@ -307,20 +307,20 @@ async def _infer(plane: DataPlane, servable: Servable, task: ExampleTask, exampl
 
 async def classify(plane: DataPlane, servable: Servable, request: classification_pb2.ClassificationRequest,
                    obs: Observation, *, check_method_name: bool = False,
-                   disconnected: Callable[[], Awaitable[Any]] | None = None) -> Classification:
+                   disconnected: Callable[[], Awaitable[Any]] | None = None, timeout_s: float | None = None) -> Classification:
     """A Classify request on a leased servable, through the data plane (worker pool or batcher, deadline)."""
     task = example_task(servable, request.model_spec.signature_name, CLASSIFY_METHOD, check_method_name=check_method_name)
     examples = serialized_examples(request.input)
-    return classification(task, len(examples), await _infer(plane, servable, task, examples, obs, disconnected))
+    return classification(task, len(examples), await _infer(plane, servable, task, examples, obs, disconnected, timeout_s))
 
 
 async def regress(plane: DataPlane, servable: Servable, request: regression_pb2.RegressionRequest,
                   obs: Observation, *, check_method_name: bool = False,
-                  disconnected: Callable[[], Awaitable[Any]] | None = None) -> Regression:
+                  disconnected: Callable[[], Awaitable[Any]] | None = None, timeout_s: float | None = None) -> Regression:
     """A Regress request on a leased servable, through the data plane."""
     task = example_task(servable, request.model_spec.signature_name, REGRESS_METHOD, check_method_name=check_method_name)
     examples = serialized_examples(request.input)
-    return regression(task, len(examples), await _infer(plane, servable, task, examples, obs, disconnected))
+    return regression(task, len(examples), await _infer(plane, servable, task, examples, obs, disconnected, timeout_s))
 
 
 def _run_task(run: Run, task: ExampleTask, examples: np.ndarray) -> dict[str, Any]:
@@ -349,11 +349,11 @@ def run_regress(servable: Servable, request: regression_pb2.RegressionRequest, r
     return response
 
 
-def run_multi_inference(servable: Servable, request: inference_pb2.MultiInferenceRequest, run: Run, *,
-                        check_method_name: bool = False) -> inference_pb2.MultiInferenceResponse:
-    """Several classify and regress signatures of one model over one Input, in one run, as TensorFlow
-    Serving's `TensorFlowMultiInferenceRunner::Infer` does: every task names the same model, no
-    signature twice; the examples feed each signature's input."""
+def _multi_inference_tasks(servable: Servable, request: inference_pb2.MultiInferenceRequest, *,
+                           check_method_name: bool) -> list[ExampleTask]:
+    """The classify and regress tasks of a MultiInferenceRequest, checked as TensorFlow Serving's
+    `TensorFlowMultiInferenceRunner::Infer` checks them: every task names the same model, no signature
+    twice."""
     model, seen, tasks = "", set(), []
     for task in request.tasks:
         if not task.model_spec.name:
@@ -371,17 +371,50 @@ def run_multi_inference(servable: Servable, request: inference_pb2.MultiInferenc
         if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
             raise BadRequest(f"Unsupported signature method_name: {task.method_name}")
         tasks.append(_task(signature, task.method_name, check_method_name=check_method_name))
-    examples = serialized_examples(request.input)
-    feeds = {t.input.tensor: examples for t in tasks}
-    fetches = sorted({tensor for t in tasks for tensor in t.fetches})
-    by_tensor = dict(zip(fetches, run(feeds, fetches)))
+    if not tasks:
+        raise BadRequest("MultiInferenceRequest has no tasks.")
+    return tasks
+
+
+def _multi_inference_response(servable: Servable, request: inference_pb2.MultiInferenceRequest,
+                              tasks: Sequence[ExampleTask], num_examples: int,
+                              by_tensor: Mapping[str, Any]) -> inference_pb2.MultiInferenceResponse:
     response = inference_pb2.MultiInferenceResponse()
     for spec, task in zip(request.tasks, tasks):
         values = {s.alias: by_tensor[s.tensor] for s in task.outputs}
         result = response.results.add()
         if task.method == CLASSIFY_METHOD:
-            result.classification_result.CopyFrom(classification(task, len(examples), values).to_proto())
+            result.classification_result.CopyFrom(classification(task, num_examples, values).to_proto())
         else:
-            result.regression_result.CopyFrom(regression(task, len(examples), values).to_proto())
+            result.regression_result.CopyFrom(regression(task, num_examples, values).to_proto())
         fill_model_spec(result.model_spec, spec.model_spec.name, spec.model_spec.signature_name, servable.version)
     return response
+
+
+def run_multi_inference(servable: Servable, request: inference_pb2.MultiInferenceRequest, run: Run, *,
+                        check_method_name: bool = False) -> inference_pb2.MultiInferenceResponse:
+    """Several classify and regress signatures of one model over one Input, in one run, as TensorFlow
+    Serving's `TensorFlowMultiInferenceRunner::Infer` does; the examples feed each signature's input."""
+    tasks = _multi_inference_tasks(servable, request, check_method_name=check_method_name)
+    examples = serialized_examples(request.input)
+    feeds = {t.input.tensor: examples for t in tasks}
+    fetches = sorted({tensor for t in tasks for tensor in t.fetches})
+    by_tensor = dict(zip(fetches, run(feeds, fetches)))
+    return _multi_inference_response(servable, request, tasks, len(examples), by_tensor)
+
+
+async def multi_inference(plane: DataPlane, servable: Servable, request: inference_pb2.MultiInferenceRequest,
+                          obs: Observation, *, check_method_name: bool = False,
+                          timeout_s: float | None = None) -> inference_pb2.MultiInferenceResponse:
+    """A MultiInference request on a leased servable, through the data plane: one run feeding the
+    examples to every task's input tensor and fetching every task's outputs."""
+    tasks = _multi_inference_tasks(servable, request, check_method_name=check_method_name)
+    examples = serialized_examples(request.input)
+    feeds = {t.input.tensor: examples for t in tasks}
+    fetches = sorted({tensor for t in tasks for tensor in t.fetches})
+    try:
+        result = await plane.infer(servable, tasks[0].signature, feeds, fetches, obs, timeout_s=timeout_s)
+    except QueueFull as e:
+        raise QueueFull(e.message, status=503) from None
+    by_tensor = dict(zip(fetches, (value for _, value in result.outputs)))
+    return _multi_inference_response(servable, request, tasks, len(examples), by_tensor)

@@ -20,13 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from engine import SessionOptions
 from engine.errors import EngineError
-from service.errors import NotFound, Unavailable
+from service.errors import BadRequest, NotFound, Unavailable
 from service.inference.batching import BatchingOptions, BatchStats, resolve_batching
 from service.repository import ModelRepository, VersionFiles
 from service.repository.config import ConfigError, ModelConfig
+from service.repository.model_config_file import ConfiguredModel
 from service.repository.servable import LoadError, Servable, load_servable
 from service.repository.sources import ModelSources
 from service.repository.versions import ModelRecord, State, VersionRecord, VersionStatus
@@ -131,6 +133,34 @@ class ModelManager:
         if changed:
             self.poll()
         return changed
+
+    def reload_server_config(self, models: dict[str, ConfiguredModel], timeout_s: float) -> None:
+        """Serve `models` as the configured models from now on (TensorFlow Serving's ReloadConfig):
+        models left out unload, new ones load, policies and labels apply. Waits up to `timeout_s` for
+        the new models to become available; Unavailable names those that did not. BadRequest when a
+        model clashes with the repository (nothing changes then)."""
+        try:
+            with self.disk_write():
+                new = self.sources.replace_configured(models)
+        except ConfigError as e:
+            raise BadRequest(str(e)) from None
+        self.poll()
+        deadline = time.monotonic() + timeout_s
+        for name in sorted(new):
+            self.wait_settled(name, max(deadline - time.monotonic(), 0.0))
+        failed = {name: self.why_unavailable(name) for name in sorted(new) if not self.versions_available(name)}
+        if failed:
+            # TensorFlow Serving's words (ServerCore::WaitUntilModelsAvailable).
+            listed = "".join(f"{{name: {n}{why}}}, " for n, why in failed.items())
+            raise Unavailable(f"{len(failed)} model(s) did not become available: {{{listed}}}")
+
+    def config_base_dir(self) -> Path:
+        """Where relative base paths of a reloaded model server config start: the model config file's
+        directory, or the working directory without one (as TensorFlow Serving)."""
+        config_file = self.sources.config_file
+        if config_file is not None and config_file.path is not None:
+            return config_file.path.absolute().parent
+        return Path.cwd()
 
     def poll(self) -> None:
         """Compare the repository with what is loaded, once; start loads and unloads as needed.

@@ -30,7 +30,7 @@ from service.protocols.proto.model_server_config_pb2 import ModelServerConfig, M
 from service.repository import check_model_name
 from service.repository.config import ConfigError, ModelConfig, VersionPolicy, parse_text_proto
 
-__all__ = ["ConfiguredModel", "ModelConfigFile", "parse_model_server_config"]
+__all__ = ["ConfiguredModel", "ModelConfigFile", "parse_model_server_config", "models_of_server_config"]
 
 PLATFORM = "tensorflow"
 _LABEL = re.compile(r"[A-Za-z0-9_-]+")
@@ -106,7 +106,12 @@ def _base_path(config: ModelConfigProto, model: str, source: str, base_dir: Path
 def parse_model_server_config(text: str | bytes, source: str, base_dir: Path) -> dict[str, ConfiguredModel]:
     """The models a ModelServerConfig text lists, by name; relative base paths are taken from
     `base_dir`. Raises ConfigError naming `source` and, where it is one model's problem, the model."""
-    config = parse_text_proto(text, ModelServerConfig(), source)
+    return models_of_server_config(parse_text_proto(text, ModelServerConfig(), source), source, base_dir)
+
+
+def models_of_server_config(config: ModelServerConfig, source: str, base_dir: Path) -> dict[str, ConfiguredModel]:
+    """The models a ModelServerConfig message lists (a parsed file, or the config of a gRPC
+    HandleReloadConfigRequest), by name; ConfigError as `parse_model_server_config`."""
     if config.WhichOneof("config") == "custom_model_config":
         raise ConfigError(f"{source}: custom_model_config is not supported; list the models in model_config_list")
     models: dict[str, ConfiguredModel] = {}
@@ -144,14 +149,24 @@ class ModelConfigFile:
     `error` says why the file's current contents are not served (None while they are).
     """
 
-    def __init__(self, path: Path, poll_wait_s: float = 0.0):
-        self.path = Path(path)
+    def __init__(self, path: Path | None, poll_wait_s: float = 0.0):
+        # None: no file, only the models set by ModelService's HandleReloadConfigRequest.
+        self.path = None if path is None else Path(path)
         self.poll_wait_s = poll_wait_s  # 0: read once, at start (TensorFlow Serving's default)
         self.models: dict[str, ConfiguredModel] = {}
         self.error: str | None = None
 
+    @property
+    def description(self) -> str:
+        """What the models come from, for messages."""
+        if self.path is None:
+            return "the model server config set by HandleReloadConfigRequest"
+        return f"model config file {self.path}"
+
     def read(self) -> dict[str, ConfiguredModel]:
         """Parse the file as it is now (not yet served: see `accept`)."""
+        if self.path is None:
+            return self.models
         try:
             text = self.path.read_bytes()
         except OSError as e:

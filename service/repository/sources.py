@@ -85,13 +85,24 @@ class ModelSources:
         self.config_file.accept(models)
         return changed
 
+    def replace_configured(self, models: dict[str, ConfiguredModel]) -> set[str]:
+        """Serve `models` instead of the model config file's (ModelService's HandleReloadConfigRequest;
+        with no file, they become the configured models). ConfigError when one is a repository model.
+        The names that were not configured before."""
+        self._check_clashes(models)
+        if self.config_file is None:
+            self.config_file = ModelConfigFile(None)
+        new = set(models) - set(self.config_file.models)
+        self.config_file.accept(models)
+        return new
+
     def _check_clashes(self, models: dict[str, ConfiguredModel]) -> None:
         if self.repository is None:
             return
         clashes = sorted(set(models) & set(self.repository.model_names()))
         if clashes:
             where = self.repository.root
-            raise ConfigError(f"model config file {self.config_file.path}: model '{clashes[0]}' is also in the model "
+            raise ConfigError(f"{self.config_file.description}: model '{clashes[0]}' is also in the model "
                               f"repository ({where / clashes[0]}); model names must be unique across both")
 
     def _configured(self, name: str) -> ConfiguredModel | None:
@@ -152,7 +163,7 @@ class ModelSources:
         return self._clash_message(name) if clash else None
 
     def _clash_message(self, name: str) -> str:
-        return (f"model '{name}' of model config file {self.config_file.path} is also a directory of the model "
+        return (f"model '{name}' of {self.config_file.description} is also a directory of the model "
                 f"repository ({self.repository.root / name}); serving the config file's, ignoring the directory")
 
     # --- what the repository's writers need ------------------------------------------------------
@@ -169,7 +180,7 @@ class ModelSources:
     def check_not_configured(self, name: str) -> None:
         """Conflict when `name` is a model of the model config file: the API does not change those."""
         if self._configured(name) is not None:
-            raise Conflict(f"model '{name}' comes from the model config file {self.config_file.path}, which the API "
+            raise Conflict(f"model '{name}' comes from {self.config_file.description}, which the API "
                            "does not change: edit the file (its base_path, model_version_policy, version_labels) instead")
 
     def remove_stale_staging(self) -> list[Path]:

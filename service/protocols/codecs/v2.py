@@ -35,6 +35,9 @@ __all__ = [
     "InferRequest",
     "decode_infer_request",
     "encode_infer_response",
+    "tensor_from_raw",
+    "tensor_to_raw",
+    "reject_duplicates",
 ]
 
 DATATYPES: dict[str, np.dtype] = {
@@ -192,7 +195,7 @@ def decode_infer_request(body: bytes, header_length: int | None) -> InferRequest
     binary = _BinarySection(view[header_length:])
     inputs = tuple(_decode_input(spec, index, binary) for index, spec in enumerate(specs))
     binary.check_consumed()
-    _reject_duplicates("input", [tensor.name for tensor in inputs])
+    reject_duplicates("input", [tensor.name for tensor in inputs])
 
     outputs = request.get("outputs")
     if outputs is not None:
@@ -201,7 +204,7 @@ def decode_infer_request(body: bytes, header_length: int | None) -> InferRequest
         # An empty list names no outputs, which is what an absent one means too: all of them.
         outputs = tuple(_decode_output(spec, index) for index, spec in enumerate(outputs)) or None
         if outputs:
-            _reject_duplicates("output", [output.name for output in outputs])
+            reject_duplicates("output", [output.name for output in outputs])
     return InferRequest(request_id, inputs, outputs, parameters)
 
 
@@ -224,7 +227,25 @@ def _tensor_name(spec: object, kind: str, index: int) -> str:
     return name
 
 
-def _reject_duplicates(kind: str, names: list[str]) -> None:
+def tensor_from_raw(name: str, datatype: str, shape: list[int], data: bytes) -> np.ndarray:
+    """One input from its raw bytes alone (gRPC's `raw_input_contents`): the binary extension's layout
+    (little-endian elements; BYTES as length-prefixed elements), every byte of `data` used."""
+    _shape(name, shape)
+    flat = _from_binary(name, datatype, math.prod(shape), len(data), _BinarySection(memoryview(data)))
+    try:
+        return flat.reshape(shape)
+    except ValueError as e:
+        raise BadRequest(f"input {name!r}: shape {shape} cannot be represented: {e}") from None
+
+
+def tensor_to_raw(name: str, array: np.ndarray) -> tuple[str, bytes]:
+    """An output's datatype and raw bytes (gRPC's `raw_output_contents`), laid out as binary data."""
+    datatype = datatype_of(array.dtype)
+    return datatype, _to_binary(name, datatype, array)
+
+
+def reject_duplicates(kind: str, names: list[str]) -> None:
+    """BadRequest when a tensor name appears twice among the request's inputs (or outputs)."""
     seen: set[str] = set()
     for name in names:
         if name in seen:
