@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngine/proto/tensor_slice.proto\x12\ntensorgate\"\x80\x01\n\x10TensorSliceProto\x12\x33\n\x06\x65xtent\x18\x01 \x03(\x0b\x32#.tensorgate.TensorSliceProto.Extent\x1a\x37\n\x06\x45xtent\x12\r\n\x05start\x18\x01 \x01(\x03\x12\x10\n\x06length\x18\x02 \x01(\x03H\x00\x42\x0c\n\nhas_lengthb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngine/proto/tensor_slice.proto\x12\ntensorgate\"\x85\x01\n\x10TensorSliceProto\x12\x33\n\x06\x65xtent\x18\x01 \x03(\x0b\x32#.tensorgate.TensorSliceProto.Extent\x1a<\n\x06\x45xtent\x12\r\n\x05start\x18\x01 \x01(\x03\x12\x10\n\x06length\x18\x02 \x01(\x03H\x00\x42\x11\n\x0fhas_length_hackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,7 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'engine.proto.tensor_slice_p
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TENSORSLICEPROTO']._serialized_start=48
-  _globals['_TENSORSLICEPROTO']._serialized_end=176
+  _globals['_TENSORSLICEPROTO']._serialized_end=181
   _globals['_TENSORSLICEPROTO_EXTENT']._serialized_start=121
-  _globals['_TENSORSLICEPROTO_EXTENT']._serialized_end=176
+  _globals['_TENSORSLICEPROTO_EXTENT']._serialized_end=181
 # @@protoc_insertion_point(module_scope)

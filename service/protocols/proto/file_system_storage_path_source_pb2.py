@@ -24,29 +24,25 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n=service/protocols/proto/file_system_storage_path_source.proto\x12\x12tensorgate.serving\"\x8d\x07\n!FileSystemStoragePathSourceConfig\x12Z\n\tservables\x18\x05 \x03(\x0b\x32G.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableToMonitor\x12\x19\n\rservable_name\x18\x01 \x01(\tB\x02\x18\x01\x12\x15\n\tbase_path\x18\x02 \x01(\tB\x02\x18\x01\x12%\n\x1d\x66ile_system_poll_wait_seconds\x18\x03 \x01(\x03\x12(\n fail_if_zero_versions_at_startup\x18\x04 \x01(\x08\x1a\x9d\x03\n\x15ServableVersionPolicy\x12\x64\n\x06latest\x18\x64 \x01(\x0b\x32R.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicy.LatestH\x00\x12^\n\x03\x61ll\x18\x65 \x01(\x0b\x32O.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicy.AllH\x00\x12h\n\x08specific\x18\x66 \x01(\x0b\x32T.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicy.SpecificH\x00\x1a\x1e\n\x06Latest\x12\x14\n\x0cnum_versions\x18\x01 \x01(\r\x1a\x05\n\x03\x41ll\x1a\x1c\n\x08Specific\x12\x10\n\x08versions\x18\x01 \x03(\x03\x42\x0f\n\rpolicy_choice\x1a\xb1\x01\n\x11ServableToMonitor\x12\x15\n\rservable_name\x18\x01 \x01(\t\x12\x11\n\tbase_path\x18\x02 \x01(\t\x12l\n\x17servable_version_policy\x18\x04 \x01(\x0b\x32K.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicyJ\x04\x08\x03\x10\x04\"5\n\rVersionPolicy\x12\x12\n\x0eLATEST_VERSION\x10\x00\x12\x10\n\x0c\x41LL_VERSIONS\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n=service/protocols/proto/file_system_storage_path_source.proto\x12\x12tensorgate.serving\"\x91\x07\n!FileSystemStoragePathSourceConfig\x12Z\n\tservables\x18\x05 \x03(\x0b\x32G.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableToMonitor\x12%\n\x1d\x66ile_system_poll_wait_seconds\x18\x03 \x01(\x03\x12(\n fail_if_zero_versions_at_startup\x18\x04 \x01(\x08\x12(\n servable_versions_always_present\x18\x06 \x01(\x08\x1a\x9d\x03\n\x15ServableVersionPolicy\x12\x64\n\x06latest\x18\x64 \x01(\x0b\x32R.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicy.LatestH\x00\x12^\n\x03\x61ll\x18\x65 \x01(\x0b\x32O.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicy.AllH\x00\x12h\n\x08specific\x18\x66 \x01(\x0b\x32T.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicy.SpecificH\x00\x1a\x1e\n\x06Latest\x12\x14\n\x0cnum_versions\x18\x01 \x01(\r\x1a\x05\n\x03\x41ll\x1a\x1c\n\x08Specific\x12\x10\n\x08versions\x18\x01 \x03(\x03\x42\x0f\n\rpolicy_choice\x1a\xb1\x01\n\x11ServableToMonitor\x12\x15\n\rservable_name\x18\x01 \x01(\t\x12\x11\n\tbase_path\x18\x02 \x01(\t\x12l\n\x17servable_version_policy\x18\x04 \x01(\x0b\x32K.tensorgate.serving.FileSystemStoragePathSourceConfig.ServableVersionPolicyJ\x04\x08\x03\x10\x04\"5\n\rVersionPolicy\x12\x12\n\x0eLATEST_VERSION\x10\x00\x12\x10\n\x0c\x41LL_VERSIONS\x10\x01J\x04\x08\x01\x10\x02J\x04\x08\x02\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'service.protocols.proto.file_system_storage_path_source_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG'].fields_by_name['servable_name']._loaded_options = None
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG'].fields_by_name['servable_name']._serialized_options = b'\030\001'
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG'].fields_by_name['base_path']._loaded_options = None
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG'].fields_by_name['base_path']._serialized_options = b'\030\001'
   _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG']._serialized_start=86
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG']._serialized_end=995
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY']._serialized_start=347
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY']._serialized_end=760
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_LATEST']._serialized_start=676
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_LATEST']._serialized_end=706
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_ALL']._serialized_start=708
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_ALL']._serialized_end=713
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_SPECIFIC']._serialized_start=715
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_SPECIFIC']._serialized_end=743
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLETOMONITOR']._serialized_start=763
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLETOMONITOR']._serialized_end=940
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_VERSIONPOLICY']._serialized_start=942
-  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_VERSIONPOLICY']._serialized_end=995
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG']._serialized_end=999
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY']._serialized_start=339
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY']._serialized_end=752
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_LATEST']._serialized_start=668
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_LATEST']._serialized_end=698
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_ALL']._serialized_start=700
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_ALL']._serialized_end=705
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_SPECIFIC']._serialized_start=707
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLEVERSIONPOLICY_SPECIFIC']._serialized_end=735
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLETOMONITOR']._serialized_start=755
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_SERVABLETOMONITOR']._serialized_end=932
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_VERSIONPOLICY']._serialized_start=934
+  _globals['_FILESYSTEMSTORAGEPATHSOURCECONFIG_VERSIONPOLICY']._serialized_end=987
 # @@protoc_insertion_point(module_scope)

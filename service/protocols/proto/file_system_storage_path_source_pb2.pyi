@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class FileSystemStoragePathSourceConfig(_message.Message):
-    __slots__ = ("servables", "servable_name", "base_path", "file_system_poll_wait_seconds", "fail_if_zero_versions_at_startup")
+    __slots__ = ("servables", "file_system_poll_wait_seconds", "fail_if_zero_versions_at_startup", "servable_versions_always_present")
     class VersionPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         LATEST_VERSION: _ClassVar[FileSystemStoragePathSourceConfig.VersionPolicy]
@@ -47,13 +47,11 @@ class FileSystemStoragePathSourceConfig(_message.Message):
         servable_version_policy: FileSystemStoragePathSourceConfig.ServableVersionPolicy
         def __init__(self, servable_name: _Optional[str] = ..., base_path: _Optional[str] = ..., servable_version_policy: _Optional[_Union[FileSystemStoragePathSourceConfig.ServableVersionPolicy, _Mapping]] = ...) -> None: ...
     SERVABLES_FIELD_NUMBER: _ClassVar[int]
-    SERVABLE_NAME_FIELD_NUMBER: _ClassVar[int]
-    BASE_PATH_FIELD_NUMBER: _ClassVar[int]
     FILE_SYSTEM_POLL_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     FAIL_IF_ZERO_VERSIONS_AT_STARTUP_FIELD_NUMBER: _ClassVar[int]
+    SERVABLE_VERSIONS_ALWAYS_PRESENT_FIELD_NUMBER: _ClassVar[int]
     servables: _containers.RepeatedCompositeFieldContainer[FileSystemStoragePathSourceConfig.ServableToMonitor]
-    servable_name: str
-    base_path: str
     file_system_poll_wait_seconds: int
     fail_if_zero_versions_at_startup: bool
-    def __init__(self, servables: _Optional[_Iterable[_Union[FileSystemStoragePathSourceConfig.ServableToMonitor, _Mapping]]] = ..., servable_name: _Optional[str] = ..., base_path: _Optional[str] = ..., file_system_poll_wait_seconds: _Optional[int] = ..., fail_if_zero_versions_at_startup: _Optional[bool] = ...) -> None: ...
+    servable_versions_always_present: bool
+    def __init__(self, servables: _Optional[_Iterable[_Union[FileSystemStoragePathSourceConfig.ServableToMonitor, _Mapping]]] = ..., file_system_poll_wait_seconds: _Optional[int] = ..., fail_if_zero_versions_at_startup: _Optional[bool] = ..., servable_versions_always_present: _Optional[bool] = ...) -> None: ...

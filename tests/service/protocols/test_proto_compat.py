@@ -126,14 +126,6 @@ KNOWN_DIFFERENCES = {
     **{f"tensorflow.DataType.{name}{ref}": "missing DataType value" for ref in ("", "_REF") for name in (
         "DT_FLOAT8_E4M3FNUZ", "DT_FLOAT8_E4M3B11FNUZ", "DT_FLOAT8_E5M2FNUZ", "DT_INT2", "DT_UINT2",
         "DT_FLOAT4_E2M1FN")},
-    # file_system_storage_path_source.proto: TensorFlow Serving 2.21 has removed servable_name = 1 and
-    # base_path = 2 (`reserved 1, 2`) and added servable_versions_always_present = 6; a model config file
-    # setting the latter fails to parse with our copy.
-    "tensorflow.serving.FileSystemStoragePathSourceConfig.servable_name": "reserved in theirs",
-    "tensorflow.serving.FileSystemStoragePathSourceConfig.base_path": "reserved in theirs",
-    "tensorflow.serving.FileSystemStoragePathSourceConfig.servable_versions_always_present": "missing",
-    # tensor_slice.proto: the oneof is `has_length_hack` in TensorFlow (a name only: not on the wire).
-    "tensorflow.TensorSliceProto.Extent.length": "oneof named has_length",
 }
 
 
