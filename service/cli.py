@@ -148,13 +148,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser(
         "serve",
-        help="serve a model repository over HTTP",
+        help="serve a model repository over HTTP and gRPC",
         description="Serve a model repository. Every setting can also come from a TENSORGATE_* variable "
         "(TENSORGATE_ADMIN_TOKEN, TENSORGATE_POLL_INTERVAL_S, ...); flags win over variables.",
     )
     p.add_argument("--model-repository", type=Path, help="repository directory (default: models)")
     p.add_argument("--host", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port to listen on (default: 8000)")
+    p.add_argument("--port", type=int, help="HTTP port to listen on (default: 8000)")
+    p.add_argument("--grpc-port", type=int, help="gRPC port (TensorFlow Serving's and KServe v2's gRPC services), on the "
+                   "same host; 0 turns gRPC off (default: 8001)")
     p.add_argument("--poll-interval-s", type=float, help="repository poll interval; 0 turns hot reload off (default: 2)")
     p.add_argument("--device", help="device models run on unless their config.yaml says otherwise: cpu, cpu:N, gpu, gpu:N (default: cpu)")
     p.add_argument("--log-level", help="uvicorn log level (default: info)")
