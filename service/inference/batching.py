@@ -175,6 +175,8 @@ class BatchScheduler:
                 raise Unavailable("this model version is being replaced or unloaded; retry")
             chunk_rows = [rows or next(iter(c.values())).shape[0] for c in chunks]
             capacity = self.options.max_enqueued_batches * self.options.max_batch_size
+            if self._queued_rows + sum(chunk_rows) > capacity:
+                self._drop_cancelled()  # requests whose clients left (or timed out) hold no room
             if self._queued_rows + sum(chunk_rows) > capacity and self._queued_rows > 0:
                 raise QueueFull(
                     f"the batch queue is full ({self._queued_rows} rows waiting, max_enqueued_batches="
@@ -189,6 +191,15 @@ class BatchScheduler:
                 futures.append(task.future)
             self._cv.notify_all()
         return futures[0] if len(futures) == 1 else _gather(futures)
+
+    def _drop_cancelled(self) -> None:
+        """Take requests whose futures were cancelled out of the queues (under the lock)."""
+        for key, heap in self._queues.items():
+            kept = [entry for entry in heap if not entry[2].future.cancelled()]
+            if len(kept) != len(heap):
+                self._queued_rows -= sum(entry[2].rows for entry in heap if entry[2].future.cancelled())
+                heapq.heapify(kept)
+                self._queues[key] = kept
 
     @staticmethod
     def _rank(priority: int) -> int:
