@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import shutil
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -255,8 +256,9 @@ def test_tls_for_grpc_and_https_with_client_certificates(tmp_path, make_server):
     server = make_server(root, grpc_tls_cert=paths["cert"], grpc_tls_key=paths["key"], grpc_tls_ca=paths["ca"],
                          tls_cert=paths["cert"], tls_key=paths["key"])
     assert server.url.startswith("https://")
-    with ca.cert_pem.tempfile() as ca_file:
-        assert httpx.get(f"{server.url}/v2/health/ready", verify=ca_file).status_code == 200
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    assert httpx.get(f"{server.url}/v2/health/ready", verify=context).status_code == 200
     credentials = grpc.ssl_channel_credentials(ca.cert_pem.bytes(), client_cert.private_key_pem.bytes(),
                                                client_cert.cert_chain_pems[0].bytes())
     with grpc.secure_channel(server.grpc_target, credentials) as channel:
