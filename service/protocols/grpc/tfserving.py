@@ -97,29 +97,25 @@ class PredictionService:
             size = sum(getattr(value, "nbytes", 0) for _, value in result.outputs)
             return await plane.maybe_call(size, _predict_response, request, result)
 
-    @rpc
-    async def Classify(self, request: classification_pb2.ClassificationRequest,
-                       context: grpc.aio.ServicerContext) -> classification_pb2.ClassificationResponse:
+    async def _examples(self, request, context: grpc.aio.ServicerContext, run, response):
         name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
         async with self.plane.observe("grpc", name) as obs:
             with self.plane.lease(name, obs, version, label) as servable:
-                result = await examples.classify(self.plane, servable, request, obs, check_method_name=self.check_method_name,
-                                                 timeout_s=deadline_s(context))
-            response = classification_pb2.ClassificationResponse(result=result.to_proto())
+                result = await run(self.plane, servable, request, obs, check_method_name=self.check_method_name,
+                                   timeout_s=deadline_s(context))
+            response.result.CopyFrom(result.to_proto())
             examples.fill_model_spec(response.model_spec, name, request.model_spec.signature_name, servable.version)
             return response
 
     @rpc
+    async def Classify(self, request: classification_pb2.ClassificationRequest,
+                       context: grpc.aio.ServicerContext) -> classification_pb2.ClassificationResponse:
+        return await self._examples(request, context, examples.classify, classification_pb2.ClassificationResponse())
+
+    @rpc
     async def Regress(self, request: regression_pb2.RegressionRequest,
                       context: grpc.aio.ServicerContext) -> regression_pb2.RegressionResponse:
-        name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
-        async with self.plane.observe("grpc", name) as obs:
-            with self.plane.lease(name, obs, version, label) as servable:
-                result = await examples.regress(self.plane, servable, request, obs, check_method_name=self.check_method_name,
-                                                timeout_s=deadline_s(context))
-            response = regression_pb2.RegressionResponse(result=result.to_proto())
-            examples.fill_model_spec(response.model_spec, name, request.model_spec.signature_name, servable.version)
-            return response
+        return await self._examples(request, context, examples.regress, regression_pb2.RegressionResponse())
 
     @rpc
     async def MultiInference(self, request: inference_pb2.MultiInferenceRequest,
