@@ -45,7 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tools.make_example_models import F32, MATMUL_ATTRS, GraphWriter
+import grpc_bench  # noqa: E402 - the same MLP, built with engine.builder
+from engine import builder as gb  # noqa: E402
 
 LAYERS = (1024, 4096, 4096, 1000)
 CONCURRENCY = (1, 8, 32, 64)
@@ -75,35 +76,21 @@ async def infer(request: Request) -> Response:
 # --- models -------------------------------------------------------------------------------------------
 
 
-def mlp_graph(seed: int = 0) -> GraphWriter:
+def mlp_graph(seed: int = 0) -> gb.GraphBuilder:
     """x [None, 1024] -> (MatMul, BiasAdd, Relu) x2 -> MatMul, BiasAdd `logits` [None, 1000]."""
-    rng = np.random.default_rng(seed)
-    g = GraphWriter()
-    h = g.placeholder("x", (None, LAYERS[0]))
-    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(LAYERS), start=1):
-        last = i == len(LAYERS) - 1
-        kernel = rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(np.sqrt(fan_in))
-        bias = rng.standard_normal(fan_out, dtype=np.float32) * np.float32(0.1)
-        g.const(f"dense{i}/kernel", kernel)
-        g.node(f"dense{i}/MatMul", "MatMul", [h, f"dense{i}/kernel"], **MATMUL_ATTRS)
-        g.const(f"dense{i}/bias", bias)
-        h = g.node("logits" if last else f"dense{i}/BiasAdd", "BiasAdd", [f"dense{i}/MatMul", f"dense{i}/bias"],
-                   T=F32, data_format="NHWC")
-        if not last:
-            h = g.node(f"dense{i}/Relu", "Relu", [h], T=F32)
-    return g
+    return grpc_bench.mlp(seed)[0]
 
 
-def trivial_graph() -> GraphWriter:
-    g = GraphWriter()
-    g.placeholder("x", (None,))
-    g.node("y", "Identity", ["x"], T=F32)
-    return g
+def trivial_graph() -> gb.GraphBuilder:
+    graph = gb.GraphBuilder()
+    with graph.as_default():
+        gb.identity(gb.placeholder("float32", [None], name="x"), name="y")
+    return graph
 
 
-def write_repository(root: Path, name: str, graph: GraphWriter, batching: dict | None) -> Path:
+def write_repository(root: Path, name: str, graph: gb.GraphBuilder, batching: dict | None) -> Path:
     """`root/<name>/1/model.pb`, plus a config.yaml with `batching:` when given; returns root."""
-    graph.write(root / name / "1" / "model.pb")
+    graph.save(root / name / "1" / "model.pb")
     if batching is not None:
         (root / name / "config.yaml").write_text(f"batching: {json.dumps(batching)}\n")
     return root
