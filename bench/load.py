@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import signal
@@ -46,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import grpc_bench  # noqa: E402 - the same MLP, built with engine.builder
+
 from engine import builder as gb  # noqa: E402
 
 LAYERS = (1024, 4096, 4096, 1000)
