@@ -13,12 +13,13 @@ requests past their deadline or whose client went away are dropped without being
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -89,6 +90,15 @@ class QueueFull(ServiceError):
     def __init__(self, message: str, retry_after_s: int = 1, *, status: int = 429):
         super().__init__(message, headers={"Retry-After": str(retry_after_s)})
         self.status = status  # TensorFlow Serving's clients expect 503 (UNAVAILABLE) instead
+
+
+@contextlib.contextmanager
+def full_queue_unavailable() -> Iterator[None]:
+    """Around a TensorFlow Serving request: its clients expect a full batch queue as UNAVAILABLE (503), not 429."""
+    try:
+        yield
+    except QueueFull as e:
+        raise QueueFull(e.message, status=503) from None
 
 
 @dataclass(frozen=True)

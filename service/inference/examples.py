@@ -28,7 +28,7 @@ from engine.graph import dtypes
 from engine.graph.tensors import shape_proto
 from engine.proto import meta_graph_pb2, types_pb2
 from service.errors import BadRequest
-from service.inference.batching import QueueFull
+from service.inference.batching import full_queue_unavailable
 from service.protocols.proto import (
     classification_pb2,
     inference_pb2,
@@ -296,12 +296,9 @@ def fill_model_spec(spec: model_pb2.ModelSpec, model: str, signature_name: str |
 
 async def _infer(plane: DataPlane, servable: Servable, task: ExampleTask, examples: np.ndarray, obs: Observation,
                  disconnected: Callable[[], Awaitable[Any]] | None, timeout_s: float | None = None) -> dict[str, Any]:
-    try:
+    with full_queue_unavailable():
         result = await plane.infer(servable, task.signature, {task.input.alias: examples}, task.output_aliases, obs,
                                    disconnected=disconnected, timeout_s=timeout_s)
-    except QueueFull as e:
-        # TensorFlow Serving reports a full batch queue as UNAVAILABLE.
-        raise QueueFull(e.message, status=503) from None
     return {spec.alias: value for spec, value in result.outputs}
 
 
@@ -412,9 +409,7 @@ async def multi_inference(plane: DataPlane, servable: Servable, request: inferen
     examples = serialized_examples(request.input)
     feeds = {t.input.tensor: examples for t in tasks}
     fetches = sorted({tensor for t in tasks for tensor in t.fetches})
-    try:
+    with full_queue_unavailable():
         result = await plane.infer(servable, tasks[0].signature, feeds, fetches, obs, timeout_s=timeout_s)
-    except QueueFull as e:
-        raise QueueFull(e.message, status=503) from None
     by_tensor = dict(zip(fetches, (value for _, value in result.outputs)))
     return _multi_inference_response(servable, request, tasks, len(examples), by_tensor)

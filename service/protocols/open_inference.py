@@ -10,7 +10,7 @@ sends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 import service
 from engine.devices import parse_device
 from service.errors import BadRequest
-from service.inference.dataplane import InferResult
+from service.inference.dataplane import DataPlane, InferResult, Observation
 from service.protocols.codecs import v2
 from service.repository.manager import ModelManager
 from service.repository.signatures import TensorSpec
@@ -35,6 +35,7 @@ __all__ = [
     "timeout_s",
     "priority",
     "output_tensors",
+    "infer",
 ]
 
 EXTENSIONS = ["binary_tensor_data", "model_repository", "model_configuration", "parameters"]
@@ -184,6 +185,28 @@ def check_request(request: v2.InferRequest) -> str | None:
     if signature_name is not None and not isinstance(signature_name, str):
         raise BadRequest("the 'signature_name' parameter must be a string")
     return signature_name
+
+
+async def infer(plane: DataPlane, model: str, version: int | None, request: v2.InferRequest, obs: Observation, *,
+                deadline_s: float | None = None,
+                disconnected: Callable[[], Awaitable[Any]] | None = None) -> InferResult:
+    """Run a decoded infer request on the version asked for, with its signature, outputs, priority and
+    timeout (the earlier of its `timeout` parameter and the transport's `deadline_s`)."""
+    signature_name = check_request(request)
+    timeout = timeout_s(request.parameters)
+    if deadline_s is not None:
+        timeout = deadline_s if timeout is None else min(timeout, deadline_s)
+    with plane.lease(model, obs, version) as servable:
+        return await plane.infer(
+            servable,
+            servable.signature(signature_name),
+            {i.name: i.array for i in request.inputs},
+            None if request.outputs is None else [o.name for o in request.outputs],
+            obs,
+            priority=priority(request.parameters),
+            timeout_s=timeout,
+            disconnected=disconnected,
+        )
 
 
 def output_tensors(request: v2.InferRequest, result: InferResult, *, binary_default: bool

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from service.auth import require_admin, require_api
 from service.errors import BadRequest
 from service.inference import examples
-from service.inference.batching import QueueFull
+from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane
 from service.protocols import tfserving_documents as documents
 from service.protocols.bodies import json_body_doc, parse_json, read_body, save_body, upload_limit, wait_for_disconnect
@@ -116,12 +116,9 @@ async def _predict(request: Request, model: str, version: int | None, label: str
         with plane.lease(model, obs, version, label) as servable:
             signature = servable.signature(doc.get("signature_name"))
             decoded = await plane.maybe_call(len(body), _decode, doc, signature)
-            try:
+            with full_queue_unavailable():
                 result = await plane.infer(servable, signature, decoded.inputs, None, obs,
                                            disconnected=lambda: wait_for_disconnect(request))
-            except QueueFull as e:
-                # TensorFlow Serving reports a full batch queue as UNAVAILABLE.
-                raise QueueFull(e.message, status=503) from None
         outputs = {spec.alias: value for spec, value in result.outputs}
         size = sum(value.nbytes for value in outputs.values())
         content = await plane.maybe_call(size, tfserving_response.encode_predict_response, outputs, decoded.row_format)

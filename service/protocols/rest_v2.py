@@ -139,18 +139,7 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
         if header is not None and not header.strip().isdigit():
             raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
         decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
-        signature_name = oip.check_request(decoded)
-        with plane.lease(model, obs, version) as servable:
-            result = await plane.infer(
-                servable,
-                servable.signature(signature_name),
-                {i.name: i.array for i in decoded.inputs},
-                None if decoded.outputs is None else [o.name for o in decoded.outputs],
-                obs,
-                priority=oip.priority(decoded.parameters),
-                timeout_s=oip.timeout_s(decoded.parameters),
-                disconnected=lambda: wait_for_disconnect(request),
-            )
+        result = await oip.infer(plane, model, version, decoded, obs, disconnected=lambda: wait_for_disconnect(request))
         size = sum(value.nbytes for _, value in result.outputs)
         outputs = oip.output_tensors(decoded, result, binary_default=False)
         content, json_length = await plane.maybe_call(size, v2.encode_infer_response, model, str(result.version),

@@ -38,6 +38,7 @@ __all__ = [
     "tensor_from_raw",
     "tensor_to_raw",
     "reject_duplicates",
+    "check_shape",
 ]
 
 DATATYPES: dict[str, np.dtype] = {
@@ -230,7 +231,7 @@ def _tensor_name(spec: object, kind: str, index: int) -> str:
 def tensor_from_raw(name: str, datatype: str, shape: list[int], data: bytes) -> np.ndarray:
     """One input from its raw bytes alone (gRPC's `raw_input_contents`): the binary extension's layout
     (little-endian elements; BYTES as length-prefixed elements), every byte of `data` used."""
-    _shape(name, shape)
+    check_shape(name, shape)
     flat = _from_binary(name, datatype, math.prod(shape), len(data), _BinarySection(memoryview(data)))
     try:
         return flat.reshape(shape)
@@ -264,7 +265,7 @@ def _decode_output(spec: dict, index: int) -> RequestedOutput:
 
 def _decode_input(spec: dict, index: int, binary: _BinarySection) -> InferInput:
     name = _tensor_name(spec, "input", index)
-    shape = _shape(name, spec.get("shape"))
+    shape = check_shape(name, spec.get("shape"))
     datatype = spec.get("datatype")
     if not isinstance(datatype, str) or datatype not in DATATYPES:
         raise BadRequest(
@@ -292,7 +293,8 @@ def _decode_input(spec: dict, index: int, binary: _BinarySection) -> InferInput:
     return InferInput(name, array, parameters)
 
 
-def _shape(name: str, shape: object) -> list[int]:
+def check_shape(name: str, shape: object) -> list[int]:
+    """The shape of input `name`: a list of dimensions in [0, 2**63); BadRequest otherwise."""
     if not isinstance(shape, list) or not all(type(dim) is int for dim in shape):  # bools are ints
         raise BadRequest(f"input {name!r}: 'shape' must be a list of integers, not {shape!r}")
     if any(not 0 <= dim <= _MAX_DIM for dim in shape):

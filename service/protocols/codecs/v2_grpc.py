@@ -23,7 +23,7 @@ from service.errors import BadRequest
 from service.protocols.codecs import v2
 from service.protocols.proto import grpc_service_pb2 as pb
 
-__all__ = ["decode_infer_request", "encode_infer_response", "parameters_of", "set_parameter"]
+__all__ = ["decode_infer_request", "encode_infer_response", "parameters_of"]
 
 # Datatype -> the InferTensorContents field its typed values travel in.
 _CONTENTS = {
@@ -50,17 +50,6 @@ def parameters_of(parameters: Mapping[str, pb.InferParameter]) -> dict:
         choice = parameter.WhichOneof("parameter_choice")
         values[key] = None if choice is None else getattr(parameter, choice)
     return values
-
-
-def set_parameter(parameter: pb.InferParameter, value: object) -> None:
-    if isinstance(value, bool):
-        parameter.bool_param = value
-    elif isinstance(value, int):
-        parameter.int64_param = value
-    elif isinstance(value, float):
-        parameter.double_param = value
-    else:
-        parameter.string_param = str(value)
 
 
 def decode_infer_request(message: pb.ModelInferRequest) -> v2.InferRequest:
@@ -108,8 +97,7 @@ def _decode_input(tensor: pb.ModelInferRequest.InferInputTensor, index: int, raw
         if typed:
             raise BadRequest(f"input {name!r} has both typed contents and raw_input_contents: send one")
         return v2.InferInput(name, v2.tensor_from_raw(name, datatype, shape, raw), parameters)
-    if any(d < 0 for d in shape):
-        raise BadRequest(f"input {name!r}: shape {shape} has a negative dimension")
+    v2.check_shape(name, shape)
     count = math.prod(shape)
     field = _CONTENTS.get(datatype)
     if field is None:

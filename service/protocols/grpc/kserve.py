@@ -83,20 +83,7 @@ class InferenceService:
             raise BadRequest("the request names no model (model_name is empty)")
         async with plane.observe("grpc", model) as obs:
             decoded = await plane.maybe_call(len(raw), v2_grpc.decode_infer_request, message)
-            signature_name = oip.check_request(decoded)
-            timeout = oip.timeout_s(decoded.parameters)
-            if deadline is not None:
-                timeout = deadline if timeout is None else min(timeout, deadline)
-            with plane.lease(model, obs, parse_version(message.model_version)) as servable:
-                result = await plane.infer(
-                    servable,
-                    servable.signature(signature_name),
-                    {i.name: i.array for i in decoded.inputs},
-                    None if decoded.outputs is None else [o.name for o in decoded.outputs],
-                    obs,
-                    priority=oip.priority(decoded.parameters),
-                    timeout_s=timeout,
-                )
+            result = await oip.infer(plane, model, parse_version(message.model_version), decoded, obs, deadline_s=deadline)
             outputs = oip.output_tensors(decoded, result, binary_default=True)
             size = sum(array.nbytes for _, array, _ in outputs)
             return await plane.maybe_call(size, v2_grpc.encode_infer_response, model, str(result.version),

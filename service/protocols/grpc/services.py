@@ -15,7 +15,7 @@ tritonclient share a process with the server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
@@ -162,7 +162,3 @@ class Stub:
                 call = channel.unary_unary(path, **options)
             setattr(self, method.name, call)
 
-
-def method_paths(services: Mapping[str, ServiceDescriptor] = SERVICES) -> list[str]:
-    """Every served method's path (`/tensorflow.serving.PredictionService/Predict`)."""
-    return [f"/{name}/{m.name}" for name, service in services.items() for m in service.methods]

@@ -20,7 +20,7 @@ from google.protobuf import any_pb2, json_format
 from engine.graph.tensors import from_array
 from service.errors import BadRequest
 from service.inference import examples
-from service.inference.batching import QueueFull
+from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane, InferResult
 from service.inference.predict import predict_inputs
 from service.protocols import tfserving_documents as documents
@@ -90,10 +90,8 @@ class PredictionService:
         async with plane.observe("grpc", name) as obs:
             with plane.lease(name, obs, version, label) as servable:
                 signature, inputs, outputs = await plane.maybe_call(len(raw), predict_inputs, servable, request)
-                try:
+                with full_queue_unavailable():
                     result = await plane.infer(servable, signature, inputs, outputs, obs, timeout_s=deadline_s(context))
-                except QueueFull as e:
-                    raise QueueFull(e.message, status=503) from None
             size = sum(getattr(value, "nbytes", 0) for _, value in result.outputs)
             return await plane.maybe_call(size, _predict_response, request, result)
 
