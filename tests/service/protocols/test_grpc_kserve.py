@@ -20,9 +20,11 @@ import trustme
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from engine.graph.tensors import from_array
 from service.protocols.codecs.v2 import datatype_of
 from service.protocols.grpc.services import INFERENCE_SERVICE, PREDICTION_SERVICE, Stub
 from service.protocols.proto import grpc_service_pb2 as pb
+from service.protocols.proto import predict_pb2
 from tests.golden import assert_matches, load_case
 from tests.service.conftest import EXAMPLES, alias, model_cases, start_server, write_fixture_model
 from tests.service.inference.test_batching import gated_server, metric, wait_until
@@ -187,9 +189,6 @@ def test_deadline_cancel_and_full_queue(tmp_path, make_server):
                 c.infer("half_plus_two", [half_input([1.0])])
             assert raised.value.status() == "StatusCode.RESOURCE_EXHAUSTED" and "queue is full" in raised.value.message()
             with grpc.insecure_channel(server.grpc_target) as channel:  # TensorFlow Serving says UNAVAILABLE
-                from engine.graph.tensors import from_array
-                from service.protocols.proto import predict_pb2
-
                 request = predict_pb2.PredictRequest(model_spec={"name": "half_plus_two"})
                 request.inputs["x"].CopyFrom(from_array(np.ones(1, np.float32)))
                 with pytest.raises(grpc.RpcError) as rpc_error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 import yaml
@@ -225,8 +226,6 @@ def test_model_status(models):
 
 
 def test_grpc_requests_are_counted_under_their_protocol(server, predictions):
-    import httpx
-
     predictions.Predict(predict_request("half_plus_two", {"x": np.array([[1.0]], np.float32)}))
     text = httpx.get(f"{server.url}/metrics").text
     assert 'tensorgate_requests_total{model="half_plus_two",outcome="success",protocol="grpc",version="1"}' in text
