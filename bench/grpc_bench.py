@@ -51,7 +51,6 @@ import multiprocessing
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -68,7 +67,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine import builder as gb
+from load import LAYERS, cpu_seconds, machine_busy_seconds, mlp, stop  # noqa: E402 - the load bench's MLP and process helpers
+
 from engine.graph.tensors import from_array, to_array
 from service.protocols.grpc.services import INFERENCE_SERVICE, PREDICTION_SERVICE, Stub
 from service.protocols.proto import grpc_service_pb2, predict_pb2
@@ -79,12 +79,10 @@ REST_PROTOCOLS = tuple(p for p in PROTOCOLS if p.startswith("rest"))
 # (gRPC, REST) pairs whose ratios are printed: each gRPC API against its REST twin, and the raw
 # ModelInfer against the REST path that also sends raw bytes.
 RATIOS = (("grpc-predict", "rest-v1-json"), ("grpc-infer", "rest-v2-json"), ("grpc-infer", "rest-v2-binary"))
-LAYERS = (1024, 4096, 4096, 1000)
 BATCHING = {"max_batch_size": 32, "batch_timeout_micros": 1000, "num_batch_threads": 1, "max_enqueued_batches": 64}
 HEADER_LENGTH = "Inference-Header-Content-Length"
 # Cores the rest of the machine may use during a cell before the cell counts as disturbed (and runs again).
 NOISY_CORES = 0.25
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # --- models -------------------------------------------------------------------------------------------
@@ -99,24 +97,6 @@ class Case:
     output: str
     x: np.ndarray
     expected: np.ndarray
-
-
-def mlp(seed: int = 0) -> tuple[gb.GraphBuilder, list[tuple[np.ndarray, np.ndarray]]]:
-    """x [None, 1024] -> dense + relu, twice -> dense `logits` [None, 1000]; the graph and its weights."""
-    rng = np.random.default_rng(seed)
-    weights = [(rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(np.sqrt(fan_in)),
-                rng.standard_normal(fan_out, dtype=np.float32) * np.float32(0.1))
-               for fan_in, fan_out in itertools.pairwise(LAYERS)]
-    graph = gb.GraphBuilder()
-    with graph.as_default():
-        h = gb.placeholder("float32", [None, LAYERS[0]], name="x")
-        for i, (kernel, bias) in enumerate(weights[:-1], start=1):
-            h = gb.layers.dense(h, kernel, bias, activation="relu", name=f"dense{i}")
-        kernel, bias = weights[-1]
-        with gb.name_scope("logits") as scope:  # the op takes its scope's name, `logits`
-            product = gb.matmul(h, gb.constant(kernel, name="kernel"), name="MatMul")
-            gb.bias_add(product, gb.constant(bias, name="bias"), name=scope)
-    return graph, weights
 
 
 def mlp_forward(weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
@@ -357,31 +337,13 @@ def serving(repo: Path, cases: list[Case], log_path: Path):
             grpc.channel_ready_future(channel).result(timeout=30)
         yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process)
 
 
 def ready(url: str) -> bool:
     with contextlib.suppress(httpx.TransportError):
         return httpx.get(url, timeout=2).status_code == 200
     return False
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def machine_busy_seconds() -> float:
-    """CPU time all cores spent not idle, from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / CLK_TCK
 
 
 def batch_counts(url: str) -> tuple[float, float]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -44,7 +45,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import grpc_bench  # noqa: E402 - the same MLP, built with engine.builder
 
 from engine import builder as gb  # noqa: E402
 
@@ -76,9 +76,27 @@ async def infer(request: Request) -> Response:
 # --- models -------------------------------------------------------------------------------------------
 
 
+def mlp(seed: int = 0) -> tuple[gb.GraphBuilder, list[tuple[np.ndarray, np.ndarray]]]:
+    """x [None, 1024] -> dense + relu, twice -> dense `logits` [None, 1000]; the graph and its weights."""
+    rng = np.random.default_rng(seed)
+    weights = [(rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(np.sqrt(fan_in)),
+                rng.standard_normal(fan_out, dtype=np.float32) * np.float32(0.1))
+               for fan_in, fan_out in itertools.pairwise(LAYERS)]
+    graph = gb.GraphBuilder()
+    with graph.as_default():
+        h = gb.placeholder("float32", [None, LAYERS[0]], name="x")
+        for i, (kernel, bias) in enumerate(weights[:-1], start=1):
+            h = gb.layers.dense(h, kernel, bias, activation="relu", name=f"dense{i}")
+        kernel, bias = weights[-1]
+        with gb.name_scope("logits") as scope:  # the op takes its scope's name, `logits`
+            product = gb.matmul(h, gb.constant(kernel, name="kernel"), name="MatMul")
+            gb.bias_add(product, gb.constant(bias, name="bias"), name=scope)
+    return graph, weights
+
+
 def mlp_graph(seed: int = 0) -> gb.GraphBuilder:
     """x [None, 1024] -> (MatMul, BiasAdd, Relu) x2 -> MatMul, BiasAdd `logits` [None, 1000]."""
-    return grpc_bench.mlp(seed)[0]
+    return mlp(seed)[0]
 
 
 def trivial_graph() -> gb.GraphBuilder:
