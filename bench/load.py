@@ -19,6 +19,9 @@ It measures, against a real `tensorgate serve` process (so that the client does 
 
 It writes `<out>/load.json` (the raw figures) and `<out>/load.png` (throughput and p50/p99 against
 concurrency). `--out` defaults to bench/results/ (gitignored).
+
+`--hey` runs bench/serving_bench.py instead: per-request overhead under hey, a Go load generator, of a
+bare FastAPI app, today's main and the working tree, in one run.
 """
 
 from __future__ import annotations
@@ -135,10 +138,12 @@ def bare_command(app_dir: Path, port: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(command: list[str], port: int, log_path: Path, ready_path: str, timeout_s: float = 180) -> Iterator[subprocess.Popen]:
-    """A server process, up once GET `ready_path` answers 200; SIGTERM (then SIGKILL) when the block ends."""
+def running(command: list[str], port: int, log_path: Path, ready_path: str, timeout_s: float = 180,
+            cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """A server process run in `cwd` with `env` (default: this one's), up once GET `ready_path` answers 200;
+    SIGTERM (then SIGKILL) when the block ends."""
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_ready(process, f"http://127.0.0.1:{port}{ready_path}", log_path, timeout_s)
         yield process
@@ -204,8 +209,10 @@ def binary_request(model: str, x: np.ndarray) -> Request:
     return Request(f"/v2/models/{model}/infer", header + data, headers)
 
 
-def json_request(model: str, values: list[float]) -> Request:
-    body = json.dumps({"inputs": [{"name": "x", "shape": [len(values)], "datatype": "FP32", "data": values}]})
+def json_request(model: str, x: np.ndarray) -> Request:
+    """Open Inference Protocol JSON tensors: `x` as the input `x`."""
+    tensor = {"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}
+    body = json.dumps({"inputs": [tensor]})
     return Request(f"/v2/models/{model}/infer", body.encode(), {"Content-Type": "application/json"})
 
 
@@ -361,7 +368,7 @@ def check_targets(on: list[RunResult], off: list[RunResult]) -> list[dict]:
 
 def overhead(tmp: Path, args: argparse.Namespace) -> dict:
     """p50 at c=1 of the trivial model on tensorgate against a bare FastAPI app answering the same body."""
-    request = json_request("trivial", [1.0])
+    request = json_request("trivial", np.array([1.0], np.float32))
     repo = write_repository(tmp / "repo-trivial", "trivial", trivial_graph(), None)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -409,6 +416,12 @@ def plot(on: list[RunResult], off: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
+def serving_arguments(args: argparse.Namespace) -> list[str]:
+    """This bench's arguments that serving_bench shares, as its command line."""
+    return [*(["--quick"] if args.quick else []), *(["--seconds", f"{args.seconds:g}"] if args.seconds else []),
+            *(["--out", str(args.out)] if args.out else [])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 s per run (unless --seconds says otherwise)")
@@ -416,7 +429,17 @@ def main() -> None:
     parser.add_argument("--shared-client", action="store_true",
                         help="one httpx.AsyncClient for all workers (slow at high concurrency: encode/httpx#3215)")
     parser.add_argument("--out", type=Path, help="output directory (default: a new temporary directory)")
-    args = parser.parse_args()
+    parser.add_argument("--hey", action="store_true",
+                        help="run bench/serving_bench.py instead (hey-driven overhead: bare FastAPI, main, now); "
+                             "--quick, --seconds, --out and any arguments this parser does not know go to it")
+    args, rest = parser.parse_known_args()
+    if args.hey:
+        import serving_bench  # here, not at the top: serving_bench imports this module
+
+        serving_bench.main(serving_arguments(args) + rest)
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.seconds = args.seconds or (3.0 if args.quick else 10.0)
     args.warmup = 1.0 if args.quick else 2.0
     out = args.out or Path(__file__).resolve().parent / "results"
