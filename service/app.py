@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import service
 from engine.errors import EngineError
@@ -33,6 +35,7 @@ from service.observability.stats import LiveStats
 from service.protocols import rest_partial_runs, rest_tfserving, rest_v2
 from service.protocols.bodies import BodyLimitMiddleware, request_limit, upload_limit
 from service.protocols.grpc.server import GrpcServer
+from service.protocols.inference_routes import InferenceRoutes
 from service.repository import ModelRepository
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
@@ -41,7 +44,7 @@ from service.repository.sources import ModelSources
 from service.repository.warmup import WarmupOptions
 from service.settings import Settings, check_device_available
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "TensorgateApp"]
 
 log = logging.getLogger("tensorgate.app")
 
@@ -63,16 +66,43 @@ async def _on_error(request: Request, error: Exception) -> JSONResponse:
 
 async def _on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
     message = error.detail if isinstance(error.detail, str) else str(error.detail)
-    if error.status_code == 404:
+    status, headers = error.status_code, getattr(error, "headers", None)
+    if status == 404 and (allowed := request.app.inference.allows(request.url.path)):
+        status, headers = 405, {"Allow": ", ".join(allowed)}  # an inference route's path, another method
+    if status == 404:
         message = f"no such endpoint: {request.method} {request.url.path}"
-    elif error.status_code == 405:
+    elif status == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
-    return _error_response(error.status_code, message, getattr(error, "headers", None))
+    return _error_response(status, message, headers)
 
 
 async def _on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
     return _error_response(400, f"invalid request: {problems}")
+
+
+class TensorgateApp(FastAPI):
+    """FastAPI, with the inference routes (`inference`) matched ahead of its router and middleware
+    stack, which cost more than a small model (see service.protocols.inference_routes); they get the
+    body limits from `inference_app` and their OpenAPI documentation merged into the app's."""
+
+    inference: InferenceRoutes
+    inference_app: ASGIApp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (found := self.inference.match(scope["method"], scope["path"])) is not None:
+            route, scope["path_params"] = found
+            scope["app"], scope["endpoint"] = self, route.endpoint
+            await self.inference_app(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is None:
+            schema = super().openapi()
+            for path, operations in self.inference.openapi_paths().items():
+                schema["paths"].setdefault(path, {}).update(operations)
+        return self.openapi_schema
 
 
 def _model_sources(settings: Settings) -> ModelSources:
@@ -96,7 +126,7 @@ def _server_batching(settings: Settings) -> tuple[BatchingOptions, bool]:
     return read_batching_parameters(settings.batching_parameters_file, options), True
 
 
-def create_app(settings: Settings | None = None, *, grpc_port: int | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, grpc_port: int | None = None) -> TensorgateApp:
     """An application serving `settings.model_repository` and/or `settings.model_config_file`;
     models load when the app starts, and with `grpc_port` (0: a free one) the gRPC services start
     beside it on `settings.host`, on the app's event loop (`app.state.grpc_port` says where). Raises
@@ -128,7 +158,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         warmup=WarmupOptions(settings.warmup_iterations, settings.signature_method_name_check),
     )
     plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
-                      metrics=metrics, stats=stats)
+                      metrics=metrics, stats=stats, inline_compute_s=settings.inline_compute_us / 1e6)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -145,7 +175,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
             manager.stop()
             plane.close()
 
-    app = FastAPI(
+    app = TensorgateApp(
         title="tensorgate",
         version=service.__version__,
         summary="A model server for TensorFlow graphs: TensorFlow Serving REST and the Open Inference Protocol (v2).",
@@ -165,6 +195,8 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         upload_limit=upload_limit(settings),
         upload_routes=[("PUT", rest_tfserving.UPLOAD_PATH), ("POST", rest_v2.LOAD_PATH)],
     )
+    app.inference = InferenceRoutes(rest_v2.ROUTES + rest_tfserving.ROUTES, _on_error)
+    app.inference_app = BodyLimitMiddleware(app.inference, limit=request_limit(settings), upload_limit=upload_limit(settings))
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     # Known errors go through the exception middleware (answered, not re-raised); anything else is

@@ -160,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--poll-interval-s", type=float, help="repository poll interval; 0 turns hot reload off (default: 2)")
     p.add_argument("--device", help="device models run on unless their config.yaml says otherwise: cpu, cpu:N, gpu, gpu:N (default: cpu)")
     p.add_argument("--log-level", help="uvicorn log level (default: info)")
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=None,
+                   help="log every HTTP request as a JSON line on stdout (default: off)")
     # TensorFlow Serving's config files; its own flag spellings are accepted too.
     p.add_argument("--model-config-file", "--model_config_file", dest="model_config_file", type=Path, metavar="FILE",
                    help="TensorFlow Serving's model config file (ModelServerConfig text proto); without --model-repository "

@@ -11,6 +11,7 @@ import uvicorn
 
 from engine.runtime.allocator import tune_allocator
 from service.app import create_app
+from service.observability.access_log import log_config
 from service.settings import Settings
 
 __all__ = ["serve", "BackgroundServer"]
@@ -26,7 +27,7 @@ def _tls(settings: Settings) -> dict:
     return options
 
 
-def _config(settings: Settings, grpc_port: int | None, **overrides) -> uvicorn.Config:
+def _config(settings: Settings, grpc_port: int | None, *, configure_logging: bool = True) -> uvicorn.Config:
     return uvicorn.Config(
         create_app(settings, grpc_port=grpc_port),
         host=settings.host,
@@ -34,8 +35,10 @@ def _config(settings: Settings, grpc_port: int | None, **overrides) -> uvicorn.C
         log_level=settings.log_level,
         # The body limit and our own timeouts bound requests; keep-alive suits clients that reuse connections.
         timeout_keep_alive=30,
+        access_log=settings.access_log,
+        # A server in a thread (tests, benchmarks) leaves the process's logging as it found it.
+        log_config=log_config(settings.access_log) if configure_logging else None,
         **_tls(settings),
-        **overrides,
     )
 
 
@@ -61,7 +64,7 @@ class BackgroundServer:
         grpc_port = settings.grpc_port if "grpc_port" in settings.model_fields_set else 0
         if "grpc_port" in settings.model_fields_set and settings.grpc_port == 0:
             grpc_port = None
-        self._server = uvicorn.Server(_config(settings, grpc_port, log_config=None, access_log=False))
+        self._server = uvicorn.Server(_config(settings, grpc_port, configure_logging=False))
         self._thread = threading.Thread(target=self._server.run, name="tensorgate-server", daemon=True)
         self.url = ""
         self.grpc_target = ""  # host:port of the gRPC services; "" without them

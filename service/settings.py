@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     inference_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     """Threads running model work (decode, compute, encode) off the event loop."""
 
+    inline_compute_us: float = Field(50.0, ge=0)
+    """Requests whose plan measured at most this much compute (microseconds per run, averaged over
+    its recent runs with the same input shapes) run on the event loop instead of a worker thread,
+    which costs more than that; 0 sends every request to a worker."""
+
     load_threads: int = Field(2, ge=1)
     """Threads loading and warming up model versions in the background."""
 
@@ -171,6 +176,10 @@ class Settings(BaseSettings):
 
     log_level: str = "info"
     """uvicorn's log level."""
+
+    access_log: bool = False
+    """Log every HTTP request, as a JSON line on stdout (off, as in TensorFlow Serving: a line per
+    request costs throughput, and Prometheus counts requests already). Errors are always logged."""
 
     @model_validator(mode="after")
     def _tls_pairs(self) -> Settings:

@@ -3,7 +3,9 @@
 Modules, in the order a request goes through them:
 
 - `dataplane`: resolves names against the signature, checks dtypes and shapes, and runs the request
-  in the worker pool or through the version's batcher, within its deadline; observes every request.
+  in the worker pool, on the event loop (cheap plans) or through the version's batcher, within its
+  deadline; observes every request.
+- `inline`: which requests run on the event loop, their plans having measured cheaper than a thread hop.
 - `batching`: dynamic batching per version and feed/fetch signature (TensorFlow Serving's
   `BatchingSession`), with priorities, deadlines and padding to allowed sizes.
 - `batching_parameters`: TensorFlow Serving's batching parameters file as the server's batching options.

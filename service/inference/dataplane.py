@@ -2,9 +2,10 @@
 
 Routes decode a request into arrays and encode what comes back; the data plane resolves names
 against the signature (alias or graph tensor), checks dtypes and shapes naming the alias, and runs
-the request: through the version's batch scheduler when batching is on, else in the worker pool. No
-model work runs on the event loop, so health checks stay responsive; codec work on small bodies
-does (a thread hop costs more than parsing a few kilobytes). A request whose client disconnects or
+the request: through the version's batch scheduler when batching is on, else in the worker pool, or
+on the event loop itself when its plan measured cheaper than the hop to a worker (tens of
+microseconds: see `inline`), so health checks stay responsive; codec work on small bodies runs on
+the loop too (a thread hop costs more than parsing a few kilobytes). A request whose client disconnects or
 whose deadline passes is dropped if it has not started computing. Every request is observed once,
 in metrics and in the dashboard's live statistics.
 """
@@ -24,6 +25,7 @@ import numpy as np
 from engine.compile.plan import format_shape
 from service.errors import BadRequest, DeadlineExceeded, ServiceError, status_of
 from service.inference.batching import QueueFull
+from service.inference.inline import InlineCosts
 from service.observability.metrics import Metrics
 from service.repository.manager import ModelManager
 from service.repository.servable import Servable
@@ -35,6 +37,8 @@ T = TypeVar("T")
 
 # Bodies and results up to this size are decoded and encoded on the event loop.
 INLINE_BYTES = 64 * 1024
+# Plans that measured at most this much compute per run run on the event loop (0: never).
+INLINE_COMPUTE_S = 50e-6
 
 
 class ClientDisconnected(ServiceError):
@@ -113,9 +117,10 @@ class DataPlane:
     """
 
     def __init__(self, manager: ModelManager, *, threads: int, timeout_s: float, metrics: Metrics | None = None,
-                 stats: Any | None = None):
+                 stats: Any | None = None, inline_compute_s: float = INLINE_COMPUTE_S):
         self.manager = manager
         self.timeout_s = timeout_s
+        self.inline = InlineCosts(inline_compute_s)
         self.metrics = metrics or Metrics(manager.servables)
         self.stats = stats
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="tensorgate-infer")
@@ -171,7 +176,8 @@ class DataPlane:
         """Time a request and record its outcome in metrics and live statistics."""
         obs = Observation(protocol, model)
         start = time.perf_counter()
-        self.metrics.in_flight.labels(protocol).inc()
+        in_flight = self.metrics.in_flight_gauge(protocol)
+        in_flight.inc()
         error: BaseException | None = None
         try:
             yield obs
@@ -179,7 +185,7 @@ class DataPlane:
             error = e
             raise
         finally:
-            self.metrics.in_flight.labels(protocol).dec()
+            in_flight.dec()
             duration = time.perf_counter() - start
             # Label only models the server knows: a client must not mint series with made-up names.
             model_label = obs.model if obs.version or self.manager.knows(obs.model) else ""
@@ -238,16 +244,23 @@ class DataPlane:
         if servable.scheduler is not None and not composite:
             deadline = time.monotonic() + timeout
             future = servable.scheduler.submit(feeds, fetches, priority=priority, deadline=deadline)
+            values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         else:
-            future = self._pool.submit(self._run_timed, servable, feeds, fetches, time.perf_counter())
-        values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
+            key = self.inline.key(feeds, fetches)
+            if self.inline.cheap(servable, key):
+                values, queue_s, compute_s = self._run_timed(servable, feeds, fetches, key, time.perf_counter())
+            else:
+                future = self._pool.submit(self._run_timed, servable, feeds, fetches, key, time.perf_counter())
+                values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         obs.queue_s, obs.compute_s = queue_s, compute_s
         return InferResult(servable.model, servable.version, signature, _grouped(specs, values))
 
-    def _run_timed(self, servable: Servable, feeds, fetches, submitted: float) -> tuple[list[np.ndarray], float, float]:
+    def _run_timed(self, servable: Servable, feeds, fetches, key: tuple, submitted: float
+                   ) -> tuple[list[np.ndarray], float, float]:
         start = time.perf_counter()
         values = servable.run(feeds, fetches)
         end = time.perf_counter()
+        self.inline.record(servable, key, end - start)
         self.observe_batch(servable.model, servable.version, next((a.shape[0] for a in feeds.values() if a.ndim), 1))
         return values, start - submitted, end - start
 

@@ -222,18 +222,33 @@ class Metrics:
                                        ["model"], buckets=LOAD_BUCKETS, registry=r)
         self.triton = _TritonCollector()
         r.register(self.triton)
+        # Label children by their labels: `labels()` per request (a lock, a tuple, validation) cost
+        # more than the observation itself. The label sets are bounded: models and versions the
+        # server knows, its protocols and outcomes.
+        self._children: dict[tuple, Any] = {}
         r.register(_ManagerCollector(servables))
         r.register(_GpuMemoryCollector(gpu))
         r.register(_ConfigFileCollector(config_file_valid))
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def in_flight_gauge(self, protocol: str) -> Any:
+        """The in-flight gauge of `protocol` (to inc() and dec())."""
+        return self._child(self.in_flight, protocol)
+
     def observe_request(self, model: str, version: str, protocol: str, outcome: str, duration_s: float,
                         queue_s: float | None = None, compute_s: float | None = None) -> None:
-        self.requests.labels(model, version, protocol, outcome).inc()
-        self.request_duration.labels(model, version, protocol).observe(duration_s)
+        self._child(self.requests, model, version, protocol, outcome).inc()
+        self._child(self.request_duration, model, version, protocol).observe(duration_s)
         if queue_s is not None:
-            self.queue_duration.labels(model, version, protocol).observe(queue_s)
+            self._child(self.queue_duration, model, version, protocol).observe(queue_s)
         if compute_s is not None:
-            self.compute_duration.labels(model, version, protocol).observe(compute_s)
+            self._child(self.compute_duration, model, version, protocol).observe(compute_s)
         if model:  # Triton counts requests that reached a model
             ok = outcome == "success"
             self.triton.add(
@@ -247,7 +262,7 @@ class Metrics:
 
     def observe_batch(self, model: str, version: str, rows: int) -> None:
         """One model execution over `rows` rows (a batch, or an unbatched request)."""
-        self.batch_size.labels(model, version).observe(rows)
+        self._child(self.batch_size, model, version).observe(rows)
         self.triton.add(model, version, count=float(rows), exec_count=1.0)
 
     def exposition(self) -> bytes:

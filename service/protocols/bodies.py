@@ -25,6 +25,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import BadRequest, PayloadTooLarge
+from service.protocols.codecs import fastjson
 
 __all__ = [
     "BodyLimit",
@@ -210,7 +211,7 @@ async def save_body(request: Request, path: Path, limit: BodyLimit) -> int:
 def parse_json(body: bytes) -> Any:
     """A JSON body (NaN and Infinity allowed, as TensorFlow Serving allows them); BadRequest otherwise."""
     try:
-        return json.loads(body)
+        return fastjson.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadRequest(f"malformed JSON body: {e}") from None
 

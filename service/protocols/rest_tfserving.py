@@ -20,6 +20,7 @@ from service.inference.dataplane import DataPlane
 from service.protocols import tfserving_documents as documents
 from service.protocols.bodies import json_body_doc, parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import tfserving, tfserving_examples, tfserving_response
+from service.protocols.inference_routes import Route
 from service.protocols.proto.classification_pb2 import ClassificationRequest
 from service.protocols.proto.regression_pb2 import RegressionRequest
 from service.repository.archive import ARCHIVE_CONTENT_TYPES, archive_file_kind
@@ -27,9 +28,10 @@ from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
 from service.repository.signatures import Signature
 
-__all__ = ["router", "parse_version", "UPLOAD_PATH"]
+__all__ = ["router", "ROUTES", "parse_version", "UPLOAD_PATH"]
 
-router = APIRouter(tags=["TensorFlow Serving REST"])
+_TAGS = ("TensorFlow Serving REST",)
+router = APIRouter(tags=list(_TAGS))
 
 _PREDICT_BODY = json_body_doc(
     {
@@ -125,18 +127,15 @@ async def _predict(request: Request, model: str, version: int | None, label: str
     return Response(content, media_type="application/json")
 
 
-@router.post("/v1/models/{model}:predict", dependencies=[Depends(require_api)], openapi_extra=_PREDICT_BODY)
 async def predict(request: Request, model: str) -> Response:
     """Predict with the latest available version, in row (`instances`) or columnar (`inputs`) format."""
     return await _predict(request, model, None, None)
 
 
-@router.post("/v1/models/{model}/versions/{version}:predict", dependencies=[Depends(require_api)], openapi_extra=_PREDICT_BODY)
 async def predict_version(request: Request, model: str, version: str) -> Response:
     return await _predict(request, model, parse_version(version), None)
 
 
-@router.post("/v1/models/{model}/labels/{label}:predict", dependencies=[Depends(require_api)], openapi_extra=_PREDICT_BODY)
 async def predict_label(request: Request, model: str, label: str) -> Response:
     return await _predict(request, model, None, label)
 
@@ -170,40 +169,44 @@ async def _classify_or_regress(request: Request, model: str, version: int | None
     return Response(content, media_type="application/json")
 
 
-@router.post("/v1/models/{model}:classify", dependencies=[Depends(require_api)], openapi_extra=_EXAMPLES_BODY)
 async def classify(request: Request, model: str) -> Response:
     """Classify tf.Examples with a classify signature: `{"results": [[[label, score], ...], ...]}`."""
     return await _classify_or_regress(request, model, None, None, classify=True)
 
 
-@router.post("/v1/models/{model}/versions/{version}:classify", dependencies=[Depends(require_api)],
-             openapi_extra=_EXAMPLES_BODY)
 async def classify_version(request: Request, model: str, version: str) -> Response:
     return await _classify_or_regress(request, model, parse_version(version), None, classify=True)
 
 
-@router.post("/v1/models/{model}/labels/{label}:classify", dependencies=[Depends(require_api)],
-             openapi_extra=_EXAMPLES_BODY)
 async def classify_label(request: Request, model: str, label: str) -> Response:
     return await _classify_or_regress(request, model, None, label, classify=True)
 
 
-@router.post("/v1/models/{model}:regress", dependencies=[Depends(require_api)], openapi_extra=_EXAMPLES_BODY)
 async def regress(request: Request, model: str) -> Response:
     """Regress tf.Examples with a regress signature: `{"results": [value, ...]}`."""
     return await _classify_or_regress(request, model, None, None, classify=False)
 
 
-@router.post("/v1/models/{model}/versions/{version}:regress", dependencies=[Depends(require_api)],
-             openapi_extra=_EXAMPLES_BODY)
 async def regress_version(request: Request, model: str, version: str) -> Response:
     return await _classify_or_regress(request, model, parse_version(version), None, classify=False)
 
 
-@router.post("/v1/models/{model}/labels/{label}:regress", dependencies=[Depends(require_api)],
-             openapi_extra=_EXAMPLES_BODY)
 async def regress_label(request: Request, model: str, label: str) -> Response:
     return await _classify_or_regress(request, model, None, label, classify=False)
+
+
+# Dispatched ahead of FastAPI's router (see service.protocols.inference_routes).
+ROUTES = [
+    Route("POST", "/v1/models/{model}:predict", predict, _PREDICT_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}/versions/{version}:predict", predict_version, _PREDICT_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}/labels/{label}:predict", predict_label, _PREDICT_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}:classify", classify, _EXAMPLES_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}/versions/{version}:classify", classify_version, _EXAMPLES_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}/labels/{label}:classify", classify_label, _EXAMPLES_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}:regress", regress, _EXAMPLES_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}/versions/{version}:regress", regress_version, _EXAMPLES_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}/labels/{label}:regress", regress_label, _EXAMPLES_BODY, _TAGS),
+]
 
 
 # --- management ----------------------------------------------------------------------------------

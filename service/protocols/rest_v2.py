@@ -19,13 +19,15 @@ from service.inference.dataplane import DataPlane
 from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import v2
+from service.protocols.inference_routes import Route
 from service.protocols.rest_tfserving import parse_version
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
 
-__all__ = ["router", "LOAD_PATH"]
+__all__ = ["router", "ROUTES", "LOAD_PATH"]
 
-router = APIRouter(tags=["Open Inference Protocol (v2)"])
+_TAGS = ("Open Inference Protocol (v2)",)
+router = APIRouter(tags=list(_TAGS))
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
@@ -149,16 +151,22 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
     return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})
 
 
-@router.post("/v2/models/{model}/infer", dependencies=[Depends(require_api)], openapi_extra=_INFER_BODY)
 async def infer(request: Request, model: str) -> Response:
     """Run the latest available version. Inputs and outputs are signature aliases or any graph
     tensor (`layer1/h:0`); each distinct set compiles (once) its own executor."""
     return await _infer(request, model, None)
 
 
-@router.post("/v2/models/{model}/versions/{version}/infer", dependencies=[Depends(require_api)], openapi_extra=_INFER_BODY)
 async def infer_version(request: Request, model: str, version: str) -> Response:
+    """Run the version named."""
     return await _infer(request, model, parse_version(version))
+
+
+# Dispatched ahead of FastAPI's router (see service.protocols.inference_routes).
+ROUTES = [
+    Route("POST", "/v2/models/{model}/infer", infer, _INFER_BODY, tags=_TAGS),
+    Route("POST", "/v2/models/{model}/versions/{version}/infer", infer_version, _INFER_BODY, tags=_TAGS),
+]
 
 
 # --- repository extension ------------------------------------------------------------------------

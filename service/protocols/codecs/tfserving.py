@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 
 from service.errors import BadRequest
+from service.protocols.codecs import fastjson
 from service.repository.signatures import TensorSpec
 
 __all__ = [
@@ -72,7 +73,7 @@ def load_json(body: bytes) -> Any:
     """A request body's JSON (NaN, Infinity and -Infinity accepted, as TensorFlow Serving's parser does);
     BadRequest with TensorFlow Serving's "JSON Parse error" for anything else."""
     try:
-        return json.loads(body)
+        return fastjson.loads(body)
     except RecursionError as e:
         raise BadRequest("JSON Parse error: the document is nested too deeply") from e
     except ValueError as e:  # malformed JSON and undecodable bytes alike

@@ -28,6 +28,7 @@ import numpy as np
 from engine.proto import example_pb2, feature_pb2
 from service.errors import BadRequest
 from service.inference.examples import Classification, Regression
+from service.protocols.codecs import fastjson
 from service.protocols.codecs.float_digits import tf_float32_digits
 from service.protocols.codecs.tfserving import load_json
 from service.protocols.proto import classification_pb2, regression_pb2
@@ -157,7 +158,7 @@ def encode_classification(result: Classification) -> bytes:
     else:
         labels = [[""] * k for _ in range(batch)]
     if result.scores is not None:
-        scores = tf_float32_digits(np.asarray(result.scores, dtype=np.float32)).tolist()
+        scores = tf_float32_digits(np.asarray(result.scores, dtype=np.float32))
     else:
         scores = [[0.0] * k for _ in range(batch)]
     rows = [[[label, score] for label, score in zip(label_row, score_row)] for label_row, score_row in zip(labels, scores)]
@@ -166,7 +167,7 @@ def encode_classification(result: Classification) -> bytes:
 
 def encode_regression(result: Regression) -> bytes:
     """`{"results": [value, ...]}`: one value per example."""
-    return _dumps({_RESULTS_KEY: tf_float32_digits(np.asarray(result.values, dtype=np.float32)).tolist()})
+    return _dumps({_RESULTS_KEY: tf_float32_digits(np.asarray(result.values, dtype=np.float32))})
 
 
 def _label(item: Any) -> str:
@@ -177,4 +178,4 @@ def _label(item: Any) -> str:
 
 def _dumps(doc: dict) -> bytes:
     # NaN and +/-Infinity as bare literals, as TF Serving writes them; UTF-8 unescaped, as it does.
-    return json.dumps(doc, allow_nan=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return fastjson.dumps(doc)

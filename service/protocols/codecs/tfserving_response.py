@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from service.errors import BadRequest
+from service.protocols.codecs import fastjson
 from service.protocols.codecs.float_digits import tf_float32_digits
 from service.protocols.codecs.tfserving import NARROW_FLOATS
 from service.repository.signatures import OutputValue, RaggedValue, SparseValue
@@ -127,14 +128,15 @@ def _sparse_rows(alias: str, value: SparseValue) -> list[dict[str, Any]]:
 
 
 def _json_value(alias: str, array: np.ndarray) -> Any:
-    """An output as nested lists of JSON-ready Python values."""
+    """An output as what `fastjson.dumps` writes: numbers as arrays (floats as float64 whose shortest
+    digits are TensorFlow Serving's), strings as nested lists."""
     dtype = array.dtype
     if dtype.kind in "biu" or dtype == np.float64:
-        return array.tolist()
+        return array
     if dtype in NARROW_FLOATS:  # TF Serving writes float16 through float32 too
-        return tf_float32_digits(array.astype(np.float32)).tolist()
+        return tf_float32_digits(array.astype(np.float32))
     if dtype.kind == "f":  # long double: float64 is as close as JSON readers get
-        return array.astype(np.float64).tolist()
+        return array.astype(np.float64)
     if dtype.kind in "OSU":
         return _json_strings(alias, array)
     raise BadRequest(f"output {alias!r} has dtype {dtype}, which has no JSON form")
@@ -178,8 +180,6 @@ def _json_string(alias: str, item: Any, as_b64: bool) -> str | dict[str, str]:
 
 
 def _dumps(doc: dict) -> bytes:
-    # NaN and +/-Infinity as bare literals, as TF Serving writes them; UTF-8 unescaped, as it does.
-    try:
-        return json.dumps(doc, allow_nan=True, ensure_ascii=False, separators=(",", ":")).encode()
-    except UnicodeEncodeError:  # a str output holding an unpaired surrogate: escape it instead
-        return json.dumps(doc, allow_nan=True, separators=(",", ":")).encode()
+    # NaN and +/-Infinity as bare literals, as TF Serving writes them; UTF-8 unescaped, as it does (an
+    # unpaired surrogate escaped).
+    return fastjson.dumps(doc)

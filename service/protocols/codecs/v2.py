@@ -14,7 +14,6 @@ into numpy arrays and arrays back into response bodies; it knows nothing of mode
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 import sys
@@ -26,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from service.errors import BadRequest
+from service.protocols.codecs import fastjson
 
 __all__ = [
     "DATATYPES",
@@ -177,7 +177,7 @@ def decode_infer_request(body: bytes, header_length: int | None) -> InferRequest
             f"Inference-Header-Content-Length is {header_length} but the body is {len(view)} bytes"
         )
     try:
-        request = json.loads(bytes(view[:header_length]))
+        request = fastjson.loads(bytes(view[:header_length]))
     except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError; deep nesting
         raise BadRequest(f"the request header is not valid JSON: {e}") from None
     if not isinstance(request, dict):
@@ -295,9 +295,10 @@ def _decode_input(spec: dict, index: int, binary: _BinarySection) -> InferInput:
 
 def check_shape(name: str, shape: object) -> list[int]:
     """The shape of input `name`: a list of dimensions in [0, 2**63); BadRequest otherwise."""
-    if not isinstance(shape, list) or not all(type(dim) is int for dim in shape):  # bools are ints
+    # bools are ints; JSON integers beyond 64 bits reach us as floats (see fastjson)
+    if not isinstance(shape, list) or not all(type(dim) is int or _beyond_64_bits(dim) for dim in shape):
         raise BadRequest(f"input {name!r}: 'shape' must be a list of integers, not {shape!r}")
-    if any(not 0 <= dim <= _MAX_DIM for dim in shape):
+    if any(type(dim) is not int or not 0 <= dim <= _MAX_DIM for dim in shape):
         raise BadRequest(f"input {name!r}: shape {shape} has a negative or oversized dimension")
     return shape
 
@@ -440,6 +441,8 @@ def _numbers_one_by_one(name: str, datatype: str, values: list) -> np.ndarray:
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BadRequest(f"input {name!r}: {datatype} data must be numbers, got {value!r}")
         elif datatype in _INTEGER:
+            if _beyond_64_bits(value):
+                _out_of_range(name, datatype, int(value))
             if isinstance(value, float):
                 raise BadRequest(f"input {name!r}: {datatype} data must be integers, got {value!r}")
             info = np.iinfo(DATATYPES[datatype])
@@ -452,6 +455,11 @@ def _numbers_one_by_one(name: str, datatype: str, values: list) -> np.ndarray:
             raise BadRequest(f"input {name!r}: a value is out of range for {datatype}") from None
         return _narrow_floats(name, datatype, floats)
     return np.array(values, dtype=DATATYPES[datatype])
+
+
+def _beyond_64_bits(value: object) -> bool:
+    """Whether `value` is how an integer literal beyond 64 bits parses: a float (see fastjson)."""
+    return isinstance(value, float) and value.is_integer() and not -(2**63) <= value < 2**64
 
 
 def _out_of_range(name: str, datatype: str, value: object) -> NoReturn:
@@ -495,19 +503,19 @@ def encode_infer_response(
         tensors.append(tensor)
     header["outputs"] = tensors
     # NaN and Infinity go out as bare literals, as Triton writes them and json.loads reads them.
-    # ensure_ascii (the default) keeps the header ASCII, so its length in characters is in bytes.
-    text = json.dumps(header, separators=(",", ":"), allow_nan=True).encode("ascii")
+    text = fastjson.dumps(header)
     if not blobs:
         return text, None
     return b"".join([text, *blobs]), len(text)
 
 
-def _to_json(name: str, datatype: str, array: np.ndarray) -> list:
-    values = array.ravel().tolist()  # Python scalars; FP16 and bfloat16 become floats
+def _to_json(name: str, datatype: str, array: np.ndarray) -> np.ndarray | list:
     if datatype != "BYTES":
-        return values
+        # Flat, and floats as float64: fastjson writes a float32 with float32's shortest digits, which
+        # a reader parsing float64 would take for another number.
+        return array.reshape(-1).astype(np.float64 if array.dtype.kind == "f" else array.dtype, copy=False)
     texts = []
-    for value in values:
+    for value in array.ravel().tolist():
         if isinstance(value, bytes):
             try:
                 value = value.decode("utf-8")
