@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
+import urllib.parse
 from typing import Any
 
 import orjson
@@ -31,7 +32,7 @@ class JsonAccessFormatter(logging.Formatter):
             "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "client": client,
             "method": method,
-            "path": path,
+            "path": urllib.parse.unquote(path),  # uvicorn quotes it: `:predict` would read `%3Apredict`
             "http_version": http_version,
             "status": status,
         }).decode()

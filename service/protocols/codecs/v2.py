@@ -459,7 +459,8 @@ def _numbers_one_by_one(name: str, datatype: str, values: list) -> np.ndarray:
 
 def _beyond_64_bits(value: object) -> bool:
     """Whether `value` is how an integer literal beyond 64 bits parses: a float (see fastjson)."""
-    return isinstance(value, float) and value.is_integer() and not -(2**63) <= value < 2**64
+    # -2**63 itself parses as an int: as a float it stands for a literal below it, rounded up to it.
+    return isinstance(value, float) and value.is_integer() and not -(2**63) < value < 2**64
 
 
 def _out_of_range(name: str, datatype: str, value: object) -> NoReturn:

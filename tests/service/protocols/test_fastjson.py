@@ -294,10 +294,6 @@ def test_v2_integers_beyond_range_are_refused(datatype, literal, extra):
     assert "'x'" in excinfo.value.message
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "v2._beyond_64_bits: -(2**63)-1 (up to -(2**63)-1024) parses (orjson) as the float -2**63, which "
-    "_beyond_64_bits takes for in range, so the message says the data 'must be integers, got "
-    "-9.223372036854776e+18' instead of 'out of range'"))
 def test_v2_int64_just_below_range_is_refused_as_out_of_range():
     with pytest.raises(BadRequest) as excinfo:
         decode_infer_request(_v2_body("INT64", str(-(2**63) - 1)), None)
