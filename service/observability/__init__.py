@@ -6,4 +6,5 @@ Modules, from what a request records to what a person sees:
 - `monitoring_config`: TensorFlow Serving's monitoring config file: where else metrics are served.
 - `stats`: a rolling window of per-model latency, rate, errors, queue time and batch size.
 - `dashboard`: the live dashboard page (`static/dashboard.html`) and the JSON it polls.
+- `access_log`: uvicorn's access log as JSON lines, when turned on.
 """

@@ -4,10 +4,13 @@ model logic.
 
 Modules, in the order a request meets them:
 
+- `inference_routes`: the inference routes (predict, classify, regress, v2 infer), matched ahead of
+  FastAPI's router and middleware, which cost more than a small model.
 - `bodies`: body size limits and Content-Encoding, applied before any parsing.
 - `codecs`: request and response bodies <-> arrays, per protocol (`tfserving` for Predict requests
   and `tfserving_response` for its replies, `tfserving_examples` for classify and regress, `v2`,
-  `v2_grpc` for v2's protobuf tensors, and `float_digits` for TensorFlow's float32 formatting).
+  `v2_grpc` for v2's protobuf tensors, `float_digits` for TensorFlow's float32 formatting, and
+  `fastjson`, orjson with the json module where the protocols are laxer than orjson).
 - `proto`: our copies of TensorFlow Serving's API schemas (PredictRequest, ClassificationRequest,
   PredictionLog, the PredictionService and ModelService) and of KServe v2's gRPC schemas (Triton's
   grpc_service and model_config), for warm-up files and gRPC.
