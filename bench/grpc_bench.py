@@ -49,7 +49,6 @@ import itertools
 import json
 import multiprocessing
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -67,7 +66,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from load import LAYERS, cpu_seconds, machine_busy_seconds, mlp, stop  # noqa: E402 - the load bench's MLP and process helpers
+from load import LAYERS, cpu_seconds, hey_command, machine_busy_seconds, mlp, run_hey, stop  # noqa: E402 - the load bench's MLP, process and hey helpers
 
 from engine.graph.tensors import from_array, to_array
 from service.protocols.grpc.services import INFERENCE_SERVICE, PREDICTION_SERVICE, Stub
@@ -420,12 +419,10 @@ def hey_cell(server: Server, case: Case, protocol: str, clients: int, args, tmp:
     path, body, headers = rest_request(protocol, case)
     body_file = tmp / f"{case.model}-{protocol}.body"
     body_file.write_bytes(body)
-    command = ["hey", "-c", str(clients), "-m", "POST", "-D", str(body_file), "-T", headers.pop("Content-Type")]
-    for name, value in headers.items():
-        command += ["-H", f"{name}: {value}"]
-    warm, _ = run_hey([*command, "-z", f"{args.warmup:g}s", server.http_url + path], tmp)
+    url = server.http_url + path
+    warm, _ = run_hey(hey_command(url, headers, body_file, clients, args.warmup))
     before = [cpu_seconds(server.pid), machine_busy_seconds(), time.perf_counter()]
-    report, hey_cpu = run_hey([*command, "-z", f"{args.seconds:g}s", server.http_url + path], tmp)
+    report, hey_cpu = run_hey(hey_command(url, headers, body_file, clients, args.seconds))
     server_cpu, busy, wall = (b - a for a, b in zip(before, [cpu_seconds(server.pid), machine_busy_seconds(),
                                                              time.perf_counter()]))
     failures = warm["failures"] + report["failures"]
@@ -433,32 +430,6 @@ def hey_cell(server: Server, case: Case, protocol: str, clients: int, args, tmp:
     return Cell(case.model, protocol, "hey", clients, report["total_s"], ok, sum(failures.values()),
                 ok / report["total_s"], report["p50_ms"], report["p99_ms"], hey_cpu / wall, server_cpu / wall,
                 max(0.0, busy - hey_cpu - server_cpu) / wall, None, dict(failures.most_common(5)))
-
-
-def run_hey(command: list[str], tmp: Path) -> tuple[dict, float]:
-    """hey's summary parsed, and the CPU seconds hey used (its rusage)."""
-    output_path = tmp / "hey.out"
-    with open(output_path, "wb") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    text = output_path.read_text()
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited with {process.returncode}:\n{text[-2000:]}")
-    return parse_hey(text), usage.ru_utime + usage.ru_stime
-
-
-def parse_hey(text: str) -> dict:
-    """Total seconds, p50/p99 (ms), responses per status and failures (non-200 answers, transport errors)."""
-    percentiles = {int(p): float(s) * 1e3 for p, s in re.findall(r"^\s+(\d+)% in ([\d.]+) secs", text, re.MULTILINE)}
-    statuses = {int(code): int(n) for code, n in re.findall(r"^\s+\[(\d+)\]\s+(\d+) responses", text, re.MULTILINE)}
-    failures = Counter({f"HTTP {code}": n for code, n in statuses.items() if code != 200})
-    if "Error distribution:" in text:
-        for n, message in re.findall(r"^\s+\[(\d+)\]\s+(.*)$", text.split("Error distribution:", 1)[1], re.MULTILINE):
-            failures[message[:300]] += int(n)
-    total = re.search(r"Total:\s+([\d.]+) secs", text)
-    return {"total_s": float(total[1]) if total else float("nan"), "statuses": statuses, "failures": failures,
-            "p50_ms": percentiles.get(50, float("nan")), "p99_ms": percentiles.get(99, float("nan"))}
 
 
 # --- output -------------------------------------------------------------------------------------------

@@ -32,12 +32,14 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -311,6 +313,48 @@ def run_async(coroutine):
         return asyncio.run(coroutine)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coroutine)
+
+
+# --- hey (a Go load generator, in a process of its own) ----------------------------------------------
+
+
+def hey_command(url: str, headers: dict[str, str], body_file: Path, clients: int, seconds: float) -> list[str]:
+    """hey POSTing `body_file` to `url` from `clients` workers for `seconds`; `headers` holds Content-Type."""
+    headers = dict(headers)
+    command = ["hey", "-z", f"{seconds:g}s", "-c", str(clients), "-m", "POST", "-T", headers.pop("Content-Type"),
+               "-D", str(body_file)]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    return [*command, url]
+
+
+def run_hey(command: list[str]) -> tuple[dict, float]:
+    """hey's summary (`parse_hey`), and the CPU seconds hey used (its own rusage, from wait4: other
+    children of this process may be reaped meanwhile)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    text = process.stdout.read().decode(errors="replace")
+    process.stdout.close()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {process.returncode}:\n{text[-2000:]}")
+    return parse_hey(text), usage.ru_utime + usage.ru_stime
+
+
+def parse_hey(text: str) -> dict:
+    """Total seconds, requests/s (hey counts failed requests too), p50/p99 (ms), responses per status,
+    and failures by kind: non-200 answers (`HTTP <code>`) and the `Error distribution` lines."""
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    total = re.search(r"Total:\s+([\d.]+) secs", text)
+    percentiles = {int(p): float(s) * 1e3 for p, s in re.findall(r"^\s+(\d+)% in ([\d.]+) secs", text, re.MULTILINE)}
+    statuses = {int(code): int(n) for code, n in re.findall(r"^\s+\[(\d+)\]\s+(\d+) responses", text, re.MULTILINE)}
+    failures = Counter({f"HTTP {code}": n for code, n in statuses.items() if code != 200})
+    if "Error distribution:" in text:
+        for n, message in re.findall(r"^\s+\[(\d+)\]\s+(.*)$", text.split("Error distribution:", 1)[1], re.MULTILINE):
+            failures[message[:300]] += int(n)
+    return {"total_s": float(total[1]) if total else float("nan"), "requests_per_s": float(rate[1]) if rate else 0.0,
+            "statuses": statuses, "failures": failures,
+            "p50_ms": percentiles.get(50, float("nan")), "p99_ms": percentiles.get(99, float("nan"))}
 
 
 # --- the benchmarks -----------------------------------------------------------------------------------

@@ -38,8 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -59,9 +57,11 @@ from load import (
     binary_request,
     cpu_seconds,
     free_port,
+    hey_command,
     json_request,
     machine_busy_seconds,
     mlp_graph,
+    run_hey,
     running,
     tensorgate_command,
     write_repository,
@@ -251,52 +251,21 @@ class Cell:
     other_cores: float
 
 
-def hey_command(url: str, case: Case, body_file: Path, seconds: float) -> list[str]:
-    headers = dict(case.request.headers)
-    command = ["hey", "-z", f"{seconds:g}s", "-c", str(case.clients), "-m", "POST",
-               "-T", headers.pop("Content-Type"), "-D", str(body_file)]
-    for name, value in headers.items():
-        command += ["-H", f"{name}: {value}"]
-    return [*command, url + case.request.path]
-
-
-def run_hey(command: list[str]) -> tuple[str, float]:
-    """hey's report, and the CPU seconds hey used (its children's rusage: hey is the only child reaped meanwhile)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = subprocess.run(command, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited with {result.returncode}:\n{result.stdout[-2000:]}"
-                           f"{result.stderr[-2000:]}")
-    return result.stdout, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-
-
-def parse_hey(text: str) -> dict:
-    """Requests/sec, p50/p99 (ms), responses, and errors: non-200 answers plus the `Error distribution` lines."""
-    rate = re.search(r"Requests/sec:\s+([\d.]+)", text)
-    percentiles = {int(p): float(s) * 1e3 for p, s in re.findall(r"^\s+(\d+)% in ([\d.]+) secs", text, re.MULTILINE)}
-    statuses = {int(code): int(n) for code, n in re.findall(r"^\s+\[(\d+)\]\s+(\d+) responses", text, re.MULTILINE)}
-    error_lines = [f"HTTP {code}: {n} responses" for code, n in statuses.items() if code != 200]
-    errors = sum(n for code, n in statuses.items() if code != 200)
-    if "Error distribution:" in text:
-        failures = re.findall(r"^\s+\[(\d+)\]\s+(.*)$", text.split("Error distribution:", 1)[1], re.MULTILINE)
-        errors += sum(int(n) for n, _ in failures)
-        error_lines += [f"{message[:300]}: {n}" for n, message in failures]
-    return {"requests_per_s": float(rate[1]) if rate else 0.0, "responses": sum(statuses.values()),
-            "p50_ms": percentiles.get(50, float("nan")), "p99_ms": percentiles.get(99, float("nan")),
-            "errors": errors, "error_lines": error_lines[:5]}
+def case_hey(url: str, case: Case, body_file: Path, seconds: float) -> list[str]:
+    return hey_command(url + case.request.path, case.request.headers, body_file, case.clients, seconds)
 
 
 def measure(url: str, server: Server, pid: int, case: Case, body_file: Path, args: argparse.Namespace) -> Cell:
     """A warm-up run of hey, then the measured one, with the server's and the machine's CPU around it."""
-    run_hey(hey_command(url, case, body_file, args.warmup))
+    run_hey(case_hey(url, case, body_file, args.warmup))
     server_cpu, busy, wall = cpu_seconds(pid), machine_busy_seconds(), time.perf_counter()
-    text, hey_cpu = run_hey(hey_command(url, case, body_file, args.seconds))
+    report, hey_cpu = run_hey(case_hey(url, case, body_file, args.seconds))
     server_cpu, busy, wall = cpu_seconds(pid) - server_cpu, machine_busy_seconds() - busy, time.perf_counter() - wall
-    report = parse_hey(text)
+    responses, failures = sum(report["statuses"].values()), report["failures"]
+    error_lines = [f"{kind}: {n}" for kind, n in failures.most_common(5)]
     return Cell(case.name, server.name, case.clients, args.seconds, report["requests_per_s"], report["p50_ms"],
-                report["p99_ms"], report["responses"], report["errors"], report["error_lines"],
-                server_cpu * 1e3 / max(report["responses"], 1), max(0.0, busy - server_cpu - hey_cpu) / wall)
+                report["p99_ms"], responses, sum(failures.values()), error_lines,
+                server_cpu * 1e3 / max(responses, 1), max(0.0, busy - server_cpu - hey_cpu) / wall)
 
 
 def profile(url: str, pid: int, case: Case, body_file: Path, args: argparse.Namespace) -> None:
@@ -309,7 +278,7 @@ def profile(url: str, pid: int, case: Case, body_file: Path, args: argparse.Name
     command = [py_spy, "record", "-o", str(svg), "--pid", str(pid), "--duration", f"{args.seconds:g}",
                "--rate", "250", "--nonblocking"]
     spy = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run_hey(hey_command(url, case, body_file, args.seconds))
+    run_hey(case_hey(url, case, body_file, args.seconds))
     output, _ = spy.communicate()
     if spy.returncode == 0:
         print(f"    profile: {svg}", flush=True)

@@ -189,14 +189,11 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     app.state.metrics = metrics
     app.state.stats = stats
     app.state.grpc_port = None
-    app.add_middleware(
-        BodyLimitMiddleware,
-        limit=request_limit(settings),
-        upload_limit=upload_limit(settings),
-        upload_routes=[("PUT", rest_tfserving.UPLOAD_PATH), ("POST", rest_v2.LOAD_PATH)],
-    )
+    limits = {"limit": request_limit(settings), "upload_limit": upload_limit(settings)}
+    app.add_middleware(BodyLimitMiddleware, **limits,
+                       upload_routes=[("PUT", rest_tfserving.UPLOAD_PATH), ("POST", rest_v2.LOAD_PATH)])
     app.inference = InferenceRoutes(rest_v2.ROUTES + rest_tfserving.ROUTES, _on_error)
-    app.inference_app = BodyLimitMiddleware(app.inference, limit=request_limit(settings), upload_limit=upload_limit(settings))
+    app.inference_app = BodyLimitMiddleware(app.inference, **limits)  # the same limits, ahead of FastAPI
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     # Known errors go through the exception middleware (answered, not re-raised); anything else is
