@@ -15,10 +15,11 @@ Keyword-only parameters without defaults are required attrs; a `Literal[...]` an
 values an attr may take, and binding rejects others. Kernels must never modify their inputs: constant
 arrays are shared between runs.
 
-Two keyword-only parameter names are not attrs but context, given by the planner when it binds the
+Three keyword-only parameter names are not attrs but context, given by the planner when it binds the
 kernel: `resources`, the session's ResourceManager (engine.runtime.resources), for ops that create or
-look up state living across runs (variables, lookup tables); and `node_name`, the node's name (TensorFlow
-names a resource after its node when no `shared_name` is given):
+look up state living across runs (variables, lookup tables); `node_name`, the node's name (TensorFlow
+names a resource after its node when no `shared_name` is given); and `compiled`, whether the kernel may
+call its compiled (numba) loops rather than their numpy twins (kernels.jit; PlanOptions.compiled_kernels):
 
     @kernel("VarHandleOp", devices=("cpu",), stateful=True)
     def var_handle(xp, *, dtype, shape, shared_name="", resources, node_name): ...
@@ -61,7 +62,7 @@ __all__ = [
 DEVICES = ("cpu", "gpu")
 
 # Keyword-only kernel parameters filled from the plan's context, not from the node's attrs.
-CONTEXT_PARAMS = ("resources", "node_name")
+CONTEXT_PARAMS = ("resources", "node_name", "compiled")
 
 OutputCount = int | Callable[[Mapping[str, Any]], int]
 
@@ -124,6 +125,9 @@ class KernelDef:
         the input arrays only. A kernel that takes context cannot be bound without it."""
         bound = self.bind_attrs(attrs)
         for name in self.context_params:
+            if name == "compiled" and (context is None or name not in context):
+                bound[name] = False  # bound outside a plan (constant folding): the numpy twin
+                continue
             if context is None or name not in context:
                 raise ValueError(f"the kernel of '{self.op}' needs '{name}' from its plan, which was not given")
             bound[name] = context[name]

@@ -34,6 +34,7 @@ from engine.graph import Graph, Node, TensorRef, dtypes, functions, parse_tensor
 from engine.passes import PassContext, optimize, pipeline_names
 from engine.runtime import calls
 from engine.runtime.resources import ResourceManager
+from kernels import jit
 from kernels.control_flow import CONTROL_FLOW_OPS
 from kernels.core import IDENTITY_OPS
 from kernels.functional import CALL_OPS
@@ -69,6 +70,10 @@ class PlanOptions:
     # A loop (v1 frames or a functional While) that runs more iterations than this fails with
     # LoopLimitError instead of running away.
     max_loop_iterations: int = 100_000
+    # CPU kernels with a compiled (numba) loop use it (kernels.jit); False runs their numpy twins. Plans
+    # that use one compile every compiled loop of the process while they are built (once per process,
+    # or loaded from numba's cache), so that no request ever waits for a compiler.
+    compiled_kernels: bool = True
 
 
 @dataclass(frozen=True)
@@ -263,7 +268,12 @@ class _Builder:
                 node, self.graph.library, self.compile_function, self.options.max_loop_iterations, self.device
             )
         kdef = kernels.lookup(node.op, self.kind)
-        context = {"resources": self.resources, "node_name": node.name} if kdef.context_params else None
+        context = None
+        if kdef.context_params:
+            compiled = self.options.compiled_kernels and jit.AVAILABLE and self.kind == "cpu"
+            if compiled and "compiled" in kdef.context_params:
+                jit.warm_up()
+            context = {"resources": self.resources, "node_name": node.name, "compiled": compiled}
         return kdef.bind(np if node.name in self.host_nodes else self.xp, node.attrs, context)
 
     def compile_function(self, function: functions.Function) -> calls.BodyRun:

@@ -6,6 +6,7 @@ attrs, which slots, when to free) was decided when the plan was compiled.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from engine.compile.plan import Plan
 from engine.errors import EngineError, ExecutionError
 from engine.runtime.dataflow_executor import run_dataflow
 
-__all__ = ["execute", "execute_from_host"]
+__all__ = ["execute", "execute_from_host", "execute_profiled"]
 
 
 def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
@@ -49,6 +50,40 @@ def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
             ins = plan.instructions[step]
             raise ExecutionError(ins.node, ins.op, plan.device, str(e) or type(e).__name__) from e
     return [slots[s] for s in plan.fetch_slots]
+
+
+def execute_profiled(plan: Plan, feed_values: Sequence[Any]) -> tuple[list[Any], list[tuple[str, str, float]]]:
+    """`execute`, also timing every instruction: (fetched values, [(node, op, seconds)] in plan order).
+
+    For benchmarks and `tensorgate` diagnostics, not for serving: the clock calls cost a little per step.
+    A dataflow plan (control flow) is timed as one step."""
+    if plan.dataflow is not None:
+        start = time.perf_counter()
+        values = run_dataflow(plan.dataflow, feed_values)
+        return values, [("(dataflow)", "(dataflow)", time.perf_counter() - start)]
+    slots = list(plan.initial)
+    for spec, value in zip(plan.feeds, feed_values):
+        slots[spec.slot] = value
+    timings: list[tuple[str, str, float]] = []
+    clock = time.perf_counter
+    with np.errstate(all="ignore"):
+        for ins, (fn, inputs, out, single, frees) in zip(plan.instructions, plan.program):
+            start = clock()
+            try:
+                results = fn(*[slots[i] for i in inputs])
+            except EngineError:
+                raise
+            except Exception as e:
+                raise ExecutionError(ins.node, ins.op, plan.device, str(e) or type(e).__name__) from e
+            timings.append((ins.node, ins.op, clock() - start))
+            if single:
+                slots[out] = results[0]
+            else:
+                for slot, value in zip(out, results):
+                    slots[slot] = value
+            for slot in frees:
+                slots[slot] = None
+    return [slots[s] for s in plan.fetch_slots], timings
 
 
 def execute_from_host(plan: Plan, host_values: Sequence[Any]) -> list[Any]:

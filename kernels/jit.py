@@ -1,0 +1,124 @@
+"""The compiled-kernel layer: numba functions that kernels call on CPU where numpy's per-op passes are slow.
+
+A compiled function is a plain Python loop over arrays, compiled by numba for explicit float32
+signatures, releasing the GIL (`nogil`) so that request threads and the engine's thread pool run it in
+parallel; never `parallel=True`, whose threading layer aborts when two request threads enter parallel
+code at once. Kernels split work into tiles on the engine's pool (kernels.conv.run_chunks) instead.
+
+    @compiled("void(float32[:, ::1], float32[::1])")
+    def _bias_rows(y, bias): ...
+
+    if use_compiled(xp, compiled, x.dtype):
+        _bias_rows(y, bias)          # the compiled loop
+    else:
+        y += bias                    # its numpy twin: the living definition
+
+Every compiled function has a numpy twin in the kernel that calls it: the twin is what the kernel
+computes where numba is missing, where the plan was built with `PlanOptions(compiled_kernels=False)`
+(the server's `TENSORGATE_COMPILED_KERNELS=false`), for dtypes other than the compiled signatures, and on
+GPUs; tests hold each compiled function to its twin.
+
+Compilation never happens on a request: `warm_up()` compiles every compiled function of the process (or
+loads it from numba's on-disk cache) when the first plan that may use them is built, which in the server
+is a version's load and warm-up. `configure(cache_dir=...)` picks the cache directory (numba's default is
+a `__pycache__` beside this package, or a per-user cache where that is read-only).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy
+
+__all__ = ["AVAILABLE", "CompiledFunction", "compiled", "configure", "registered", "use_compiled", "warm_up"]
+
+AVAILABLE = importlib.util.find_spec("numba") is not None
+
+_FUNCTIONS: list[CompiledFunction] = []
+_LOCK = threading.Lock()
+_WARM = False
+
+
+class CompiledFunction:
+    """A Python loop and its float32 signatures, compiled on first use (or by `warm_up`)."""
+
+    def __init__(self, fn: Callable[..., Any], signatures: tuple[str, ...]):
+        self.py = fn  # the uncompiled loop: what tests step through, never what serving runs
+        self.signatures = signatures
+        self.name = f"{fn.__module__}.{fn.__qualname__}"
+        self._dispatcher: Any = None
+        self.compile_seconds = 0.0
+
+    def compile(self) -> Any:
+        """The numba dispatcher, compiled for every signature (or loaded from the cache)."""
+        with _LOCK:
+            if self._dispatcher is None:
+                import numba
+
+                start = time.perf_counter()
+                self._dispatcher = numba.njit(list(self.signatures), nogil=True, cache=True, fastmath=False)(self.py)
+                self.compile_seconds = time.perf_counter() - start
+        return self._dispatcher
+
+    def __call__(self, *args: Any) -> Any:
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            dispatcher = self.compile()
+        return dispatcher(*args)
+
+    def __repr__(self) -> str:
+        return f"<compiled {self.name}>"
+
+
+def compiled(*signatures: str) -> Callable[[Callable[..., Any]], CompiledFunction]:
+    """Declare a compiled function for `signatures` (numba's signature strings)."""
+
+    def wrap(fn: Callable[..., Any]) -> CompiledFunction:
+        function = CompiledFunction(fn, signatures)
+        _FUNCTIONS.append(function)
+        return function
+
+    return wrap
+
+
+def registered() -> tuple[CompiledFunction, ...]:
+    return tuple(_FUNCTIONS)
+
+
+def configure(cache_dir: str | Path | None = None) -> None:
+    """Where numba keeps compiled kernels between processes (created if missing). Call before the first
+    compilation; the server calls it at start-up from TENSORGATE_KERNEL_CACHE_DIR."""
+    if cache_dir is None or not AVAILABLE:
+        return
+    path = Path(cache_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(path)
+    import numba
+
+    numba.config.CACHE_DIR = str(path)
+
+
+def warm_up() -> float:
+    """Compile (or load from the cache) every compiled function once per process; returns the seconds it
+    took (0 when already done or numba is missing). Thread-safe: concurrent callers wait for one
+    compilation."""
+    global _WARM
+    if _WARM or not AVAILABLE:
+        return 0.0
+    start = time.perf_counter()
+    for function in _FUNCTIONS:
+        function.compile()
+    _WARM = True
+    return time.perf_counter() - start
+
+
+def use_compiled(xp: Any, compiled: bool, *dtypes: Any) -> bool:
+    """Whether a kernel should call its compiled loop: asked for by the plan, numba present, on numpy
+    (not cupy), and every operand float32 (the compiled signatures)."""
+    return compiled and AVAILABLE and xp is numpy and all(d == numpy.float32 for d in dtypes)
