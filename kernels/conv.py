@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy
 
+from kernels.jit import use_compiled
 from kernels.registry import kernel
 
 __all__ = [
@@ -526,10 +527,16 @@ def depthwise_conv2d(
     explicit_paddings: tuple[int, ...] = (),
     data_format: DataFormat = "NHWC",
     dilations: tuple[int, ...] = (1, 1, 1, 1),
+    compiled: bool = False,
 ):
-    """Each input channel c convolved with its own kh x kw x multiplier filter; output channel c*mult + m."""
+    """Each input channel c convolved with its own kh x kw x multiplier filter; output channel c*mult + m.
+    One compiled pass on CPU float32 (kernels.depthwise), else the numpy body below."""
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
+    if use_compiled(xp, compiled, xs.dtype, filter.dtype):
+        from kernels.depthwise import depthwise_conv2d_compiled  # it imports this module
+
+        return (from_nhwc(xp, depthwise_conv2d_compiled(xp, xs, filter, win), data_format),)
     return (from_nhwc(xp, depthwise_conv2d_nhwc(xp, xs, filter, win), data_format),)
 
 

@@ -29,6 +29,8 @@ from kernels.conv import (
     to_nhwc,
     window_from_attrs,
 )
+from kernels.depthwise import depthwise_conv2d_compiled
+from kernels.jit import use_compiled
 from kernels.registry import kernel
 
 __all__ = ["dense", "fused_conv2d", "fused_depthwise_conv2d", "fused_mat_mul"]
@@ -201,12 +203,18 @@ def fused_depthwise_conv2d(
     num_args: int = 0,
     epsilon: float = 0.0001,
     leakyrelu_alpha: float = 0.2,
+    compiled: bool = False,
 ):
-    """DepthwiseConv2dNative, then BiasAdd, then an optional activation."""
+    """DepthwiseConv2dNative, then BiasAdd, then an optional activation: one compiled pass on CPU float32
+    (kernels.depthwise), else the numpy body with its epilogue per chunk."""
     head, activation = _split_fused_ops("_FusedDepthwiseConv2dNative", tuple(fused_ops), len(args))
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
     _check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
+    if use_compiled(xp, compiled, xs.dtype, filter.dtype, args[0].dtype):
+        act = fused_ops[-1] if activation is not None else None
+        y = depthwise_conv2d_compiled(xp, xs, filter, win, args[0], act, leakyrelu_alpha)
+        return (from_nhwc(xp, y, data_format),)
     epilogue = _channel_epilogue(xp, head, args, activation, epsilon, leakyrelu_alpha)
     return (from_nhwc(xp, depthwise_conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy
 
-__all__ = ["AVAILABLE", "CompiledFunction", "compiled", "configure", "registered", "use_compiled", "warm_up"]
+__all__ = ["AVAILABLE", "CompiledFunction", "compiled", "configure", "readonly", "registered", "use_compiled", "warm_up"]
 
 AVAILABLE = importlib.util.find_spec("numba") is not None
 
@@ -85,6 +85,12 @@ def compiled(*signatures: str) -> Callable[[Callable[..., Any]], CompiledFunctio
         return function
 
     return wrap
+
+
+def readonly(ndim: int) -> str:
+    """The signature type of a C-contiguous float32 input array that may be read-only (constants and
+    caller-owned feeds are): writable arrays match it too, so inputs should be declared with it."""
+    return f"Array(float32, {ndim}, 'C', readonly=True)"
 
 
 def registered() -> tuple[CompiledFunction, ...]:

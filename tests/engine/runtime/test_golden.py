@@ -25,5 +25,37 @@ def test_matches_tensorflow(case_dir: Path) -> None:
         assert_matches(name, actual, want, case.rtol, case.atol)
 
 
+def _uses_compiled_kernels(case_dir: Path) -> bool:
+    """Whether the case's graph, as optimized for the CPU, has a node whose kernel has a compiled loop."""
+    try:
+        graph = engine.load_graph(load_case(case_dir).model)
+    except Exception:  # noqa: BLE001  (a case that cannot load is test_matches_tensorflow's to report)
+        return False
+    ops = {node.op for node in graph.nodes}
+    for function in graph.library.values():
+        ops |= {node.op for node in function.graph.nodes}
+    # The optimizer writes the fused ops; the ops it fuses from are what the graph holds.
+    return bool(ops & COMPILED_SOURCE_OPS)
+
+
+# Ops whose kernels (or the fused kernels the optimizer turns them into) have compiled loops.
+COMPILED_SOURCE_OPS = frozenset({"DepthwiseConv2dNative", "Conv2D", "Softmax", "Erf", "Erfc", "Tanh", "Mean",
+                                 "MatMul", "BatchMatMulV2", "Einsum"})
+
+
+@pytest.mark.parametrize(
+    "case_dir", [p for p in case_dirs() if _uses_compiled_kernels(p)], ids=lambda p: p.relative_to(FIXTURES).as_posix()
+)
+def test_numpy_twins_match_tensorflow(case_dir: Path) -> None:
+    """The same cases with the compiled kernels' numpy twins (PlanOptions(compiled_kernels=False)): both
+    paths are held to TensorFlow."""
+    case = load_case(case_dir)
+    options = engine.SessionOptions(plan=engine.PlanOptions(compiled_kernels=False))
+    sess = engine.Session(engine.load_graph(case.model), device="cpu", options=options)
+    outs = sess.run(list(case.fetches), case.feeds)
+    for (name, want), actual in zip(case.fetches.items(), outs):
+        assert_matches(name, actual, want, case.rtol, case.atol)
+
+
 def test_fixtures_are_present() -> None:
     assert len(case_dirs()) > 100, "tests/fixtures is missing; regenerate with tools/make_fixtures.py"
