@@ -59,6 +59,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp \
     CUPY_CACHE_DIR=/tmp/cupy-kernel-cache \
+    TENSORGATE_KERNEL_CACHE_DIR=/tmp/tensorgate-kernels \
     TENSORGATE_HOST=0.0.0.0 \
     TENSORGATE_PORT=8000 \
     TENSORGATE_GRPC_PORT=8001 \

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import service
 from engine.errors import EngineError
+from kernels import jit as kernel_jit
 from service.errors import ServiceError, status_of
 from service.inference.batching import BatchingOptions, BatchStats
 from service.inference.batching_parameters import read_batching_parameters
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     TensorFlow Serving's config files is invalid."""
     settings = settings or Settings()
     check_device_available(settings.device)
+    kernel_jit.configure(cache_dir=settings.kernel_cache_dir)
     sources = _model_sources(settings)
     batching, batching_by_default = _server_batching(settings)
     metrics_path = prometheus_path(settings.monitoring_config_file)

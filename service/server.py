@@ -45,7 +45,8 @@ def _config(settings: Settings, grpc_port: int | None, *, configure_logging: boo
 def serve(settings: Settings) -> None:
     """Serve until interrupted (SIGINT/SIGTERM finish in-flight requests first): HTTP on
     `settings.port`, gRPC on `settings.grpc_port` (0: no gRPC)."""
-    tune_allocator()
+    if settings.tune_allocator:
+        tune_allocator()
     uvicorn.Server(_config(settings, settings.grpc_port or None)).run()
 
 

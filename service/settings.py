@@ -169,6 +169,21 @@ class Settings(BaseSettings):
     """Capture a plan's GPU kernel launches as a CUDA graph and replay it where the plan allows
     (GPU devices only); turn off to launch kernel by kernel."""
 
+    compiled_kernels: bool = True
+    """Run CPU kernels that have a compiled (numba) loop through it; `false` runs their numpy twins
+    (same results, slower). Compiled loops are compiled, or loaded from `kernel_cache_dir`, when the
+    first model version loads, never on a request."""
+
+    kernel_cache_dir: Path | None = None
+    """Where compiled kernels are cached between starts (numba's cache). Unset: beside the installed
+    package where that is writable, else the user's cache directory. The container image sets
+    `/tmp/tensorgate-kernels`; the first start compiles (about half a minute on 2 cores), later ones load."""
+
+    tune_allocator: bool = True
+    """Keep freed memory in the C allocator's heap for reuse (glibc) instead of returning large blocks
+    to the OS on every free: large intermediate tensors are then not page-faulted in again on every
+    request. `false` leaves the allocator as the C library configures it."""
+
     monitoring_config_file: Path | None = None
     """TensorFlow Serving's monitoring config file (`--monitoring_config_file`, a MonitoringConfig in
     protobuf text format): `prometheus_config { enable: true, path: "/p" }` serves metrics at `/p` too
@@ -225,8 +240,9 @@ class Settings(BaseSettings):
             cache_capacity=self.executor_cache_capacity,
             prun_max_handles=self.prun_max_handles,
             prun_timeout_s=self.prun_timeout_s,
-            plan=PlanOptions(max_loop_iterations=self.max_loop_iterations),
+            plan=PlanOptions(max_loop_iterations=self.max_loop_iterations, compiled_kernels=self.compiled_kernels),
             cuda_graphs=self.cuda_graphs,
+            tune_allocator=self.tune_allocator,
         )
 
     def management_open_without_token(self) -> bool:

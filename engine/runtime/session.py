@@ -42,6 +42,7 @@ from engine.devices.placement import dataflow_device
 from engine.errors import FeedDtypeError, FeedError, FeedShapeError, UnknownTensorError
 from engine.graph import Graph, dtypes, parse_tensor_name, validate
 from engine.graph.graph_def import GraphSource, load_graph
+from engine.runtime.allocator import tune_allocator
 from engine.runtime.executor import execute
 from engine.runtime.partial_run import PartialRuns
 from engine.runtime.resources import ResourceManager
@@ -70,6 +71,11 @@ class SessionOptions:
     # Seconds a _Recv waits for its value before the run fails (None: until it arrives or the run is
     # aborted by another partition's error).
     recv_timeout_s: float | None = None
+    # Make glibc keep freed memory for reuse (engine.runtime.allocator.tune_allocator) when the session is
+    # created, so that big intermediate tensors are not page-faulted in again on every run. It is
+    # process-wide and applied once: False leaves the allocator alone for this session's sake only (a
+    # process whose other sessions asked for it has it anyway).
+    tune_allocator: bool = True
 
 
 def _canonical(name: str) -> str:
@@ -129,6 +135,8 @@ class Session:
     def __init__(self, graph: Graph | GraphSource, device: str = "cpu", options: SessionOptions | None = None):
         self.graph = graph if isinstance(graph, Graph) else load_graph(graph)
         self.options = options or SessionOptions()
+        if self.options.tune_allocator:
+            tune_allocator()
         # Canonical (`cpu:0`, `gpu:0`); DeviceError (a ValueError) for unknown or unavailable devices.
         self.device = devices.resolve_device(device, self.options.logical_cpus)
         self.devices = devices.session_devices(self.device, self.options.logical_cpus)
