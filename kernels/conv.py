@@ -25,7 +25,9 @@ in cache. The fused ops (`_FusedConv2D`, ...) are these bodies with an epilogue;
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from typing import Any, Literal
 
 import numpy
 
+from kernels import blas
 from kernels.jit import use_compiled
 from kernels.registry import kernel
 
@@ -234,6 +237,10 @@ def chunks(batch: int, out_h: int, row_cost: int, budget: int) -> list[Chunk]:
 
 
 _POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+# The pool's threads are named with this prefix: work submitted from one of them runs inline instead of
+# waiting on the pool it occupies (which could deadlock).
+POOL_THREAD_PREFIX = "tensorgate-kernel"
 
 
 def _cpu_count() -> int:
@@ -243,18 +250,35 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def run_chunks(xp: Any, work: Callable[[Chunk], None], parts: list[Chunk]) -> None:
-    """Run `work` on every chunk: on a thread pool for numpy (ufuncs release the GIL), in order otherwise
-    (a GPU runs each chunk's launches asynchronously already)."""
+def pool_size() -> int:
+    """How many threads the engine's kernel pool has (one per available core)."""
+    return _cpu_count()
+
+
+def run_tasks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """Run `work` on every item on the engine's kernel pool (in order here when there is one item, one
+    core, or the caller is a pool thread itself); a worker's exception is raised here."""
     global _POOL
-    if xp is not numpy or len(parts) < 2 or _cpu_count() < 2:
+    if len(items) < 2 or _cpu_count() < 2 or threading.current_thread().name.startswith(POOL_THREAD_PREFIX):
+        for item in items:
+            work(item)
+        return
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix=POOL_THREAD_PREFIX)
+    for _ in _POOL.map(work, items):  # drains the iterator so a worker's exception is raised here
+        pass
+
+
+def run_chunks(xp: Any, work: Callable[[Chunk], None], parts: list[Chunk]) -> None:
+    """Run `work` on every chunk: on the thread pool for numpy (ufuncs, BLAS and compiled kernels release
+    the GIL), in order otherwise (a GPU runs each chunk's launches asynchronously already)."""
+    if xp is not numpy:
         for part in parts:
             work(part)
         return
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="tensorgate-kernel")
-    for _ in _POOL.map(work, parts):  # drains the iterator so a worker's exception is raised here
-        pass
+    run_tasks(work, parts)
 
 
 # --- Conv2D ------------------------------------------------------------------------------------------------
@@ -335,11 +359,28 @@ def conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D, epilogue: Epilogue | 
         # A 1x1 convolution is a plain matmul over all pixels.
         pixels = xp.ascontiguousarray(x, dtype=dtype)
         if epilogue is None:
-            return xp.matmul(pixels.reshape(-1, c), w_mat).reshape(n, win.out_h, win.out_w, o)
+            return blas.matmul(xp, pixels.reshape(-1, c), w_mat).reshape(n, win.out_h, win.out_w, o)
         return _pointwise_with_epilogue(xp, pixels, w_mat, epilogue)
 
     out = xp.empty((n, win.out_h, win.out_w, o), dtype=dtype)
     parts = chunks(n, win.out_h, win.out_w * kh * kw * c * out.itemsize, _PATCH_BYTES_PER_CHUNK)
+    if xp is numpy and blas.blas_threads_limited() and len(parts) >= 2:
+        # BLAS is single-threaded (kernels.blas): whole chunks (im2col copy, GEMM, epilogue) run on the
+        # pool, each reading one padded copy of the batch made up front.
+        pad_all = _pad_buffer(xp, win, n, c, dtype)
+        padded_all = _padded(xp, x.astype(dtype, copy=False), win, pad_all)
+
+        def work(p: Chunk) -> None:
+            m, pixels = p.b1 - p.b0, (p.b1 - p.b0) * (p.r1 - p.r0) * win.out_w
+            patches = xp.empty((pixels, kh * kw * c), dtype)
+            patches.reshape(m, p.r1 - p.r0, win.out_w, kh, kw, c)[...] = _windows(xp, padded_all[p.b0 : p.b1], win, p.rows)
+            block = out[p.b0 : p.b1, p.r0 : p.r1]
+            xp.matmul(patches, w_mat, out=block.reshape(pixels, o))
+            if epilogue is not None:
+                epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
+
+        run_tasks(work, parts)
+        return out
     images = max(p.b1 - p.b0 for p in parts)
     pad_buffer = _pad_buffer(xp, win, images, c, dtype)
     patch_buffer = xp.empty((max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * win.out_w, kh * kw * c), dtype)
@@ -351,7 +392,7 @@ def conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D, epilogue: Epilogue | 
         patches = patch_buffer[:pixels]
         patches.reshape(p.b1 - p.b0, p.r1 - p.r0, win.out_w, kh, kw, c)[...] = _windows(xp, padded, win, p.rows)
         block = out[p.b0 : p.b1, p.r0 : p.r1]  # contiguous, so reshape gives a view
-        xp.matmul(patches, w_mat, out=block.reshape(pixels, o))
+        blas.matmul(xp, patches, w_mat, out=block.reshape(pixels, o))
         if epilogue is not None:
             epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
     return out
@@ -419,11 +460,22 @@ def _pointwise_with_epilogue(xp: Any, x: Any, w_mat: Any, epilogue: Epilogue) ->
     n, h, w, c = x.shape
     o = w_mat.shape[1]
     out = xp.empty((n, h, w, o), dtype=w_mat.dtype)
-    for p in chunks(n, h, w * (c + o) * out.itemsize, _PATCH_BYTES_PER_CHUNK):
+    parts = chunks(n, h, w * (c + o) * out.itemsize, _PATCH_BYTES_PER_CHUNK)
+    parallel = xp is numpy and blas.blas_threads_limited() and len(parts) >= 2
+
+    def work(p: Chunk) -> None:
         block = out[p.b0 : p.b1, p.r0 : p.r1]
         pixels = (p.b1 - p.b0) * (p.r1 - p.r0) * w
-        xp.matmul(x[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, c), w_mat, out=block.reshape(pixels, o))
+        rows = x[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, c)
+        # One chunk: its GEMM gets the pool itself (kernels.blas); several: each chunk is one pool task.
+        (xp.matmul if parallel else functools.partial(blas.matmul, xp))(rows, w_mat, out=block.reshape(pixels, o))
         epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
+
+    if parallel:
+        run_tasks(work, parts)
+    else:
+        for p in parts:
+            work(p)
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels import blas
 from kernels.registry import kernel
 
 __all__ = ["mat_mul", "batch_mat_mul", "batch_mat_mul_v3"]
@@ -23,8 +24,9 @@ def _adjoint(xp: Any, x: Any, adjoint: bool) -> Any:
 
 @kernel("MatMul")
 def mat_mul(xp, a, b, *, transpose_a: bool = False, transpose_b: bool = False):
-    """a @ b, either operand transposed first (plain transpose: MatMul never conjugates)."""
-    return (xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b),)
+    """a @ b, either operand transposed first (plain transpose: MatMul never conjugates); a large product
+    is split over the engine's pool (kernels.blas)."""
+    return (blas.matmul(xp, a.T if transpose_a else a, b.T if transpose_b else b),)
 
 
 @kernel("BatchMatMul", "BatchMatMulV2")

@@ -184,6 +184,11 @@ class Settings(BaseSettings):
     to the OS on every free: large intermediate tensors are then not page-faulted in again on every
     request. `false` leaves the allocator as the C library configures it."""
 
+    single_threaded_blas: bool = True
+    """Run BLAS (numpy's matrix products) single-threaded and split large products over the engine's
+    kernel pool instead, so that BLAS threads do not compete with the pool and with other requests for
+    the cores; `false` leaves BLAS's own threading (OPENBLAS_NUM_THREADS and the like) in charge."""
+
     monitoring_config_file: Path | None = None
     """TensorFlow Serving's monitoring config file (`--monitoring_config_file`, a MonitoringConfig in
     protobuf text format): `prometheus_config { enable: true, path: "/p" }` serves metrics at `/p` too
@@ -243,6 +248,7 @@ class Settings(BaseSettings):
             plan=PlanOptions(max_loop_iterations=self.max_loop_iterations, compiled_kernels=self.compiled_kernels),
             cuda_graphs=self.cuda_graphs,
             tune_allocator=self.tune_allocator,
+            single_threaded_blas=self.single_threaded_blas,
         )
 
     def management_open_without_token(self) -> bool:

@@ -46,6 +46,7 @@ from engine.runtime.allocator import tune_allocator
 from engine.runtime.executor import execute
 from engine.runtime.partial_run import PartialRuns
 from engine.runtime.resources import ResourceManager
+from kernels import blas
 
 __all__ = ["Session", "SessionOptions"]
 
@@ -76,6 +77,10 @@ class SessionOptions:
     # process-wide and applied once: False leaves the allocator alone for this session's sake only (a
     # process whose other sessions asked for it has it anyway).
     tune_allocator: bool = True
+    # Make BLAS single-threaded, process-wide, when the session is created, and split large matrix
+    # products over the engine's kernel pool instead (kernels.blas): BLAS's own spinning threads would
+    # compete with the pool's compiled kernels and with concurrent requests. False leaves BLAS as it is.
+    single_threaded_blas: bool = True
 
 
 def _canonical(name: str) -> str:
@@ -137,6 +142,8 @@ class Session:
         self.options = options or SessionOptions()
         if self.options.tune_allocator:
             tune_allocator()
+        if self.options.single_threaded_blas:
+            blas.limit_blas_threads()
         # Canonical (`cpu:0`, `gpu:0`); DeviceError (a ValueError) for unknown or unavailable devices.
         self.device = devices.resolve_device(device, self.options.logical_cpus)
         self.devices = devices.session_devices(self.device, self.options.logical_cpus)

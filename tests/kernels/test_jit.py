@@ -98,6 +98,7 @@ def test_compilation_happens_when_the_plan_is_built_and_lands_in_the_cache_dir(t
 def test_settings_reach_the_engine(monkeypatch, tmp_path):
     options = Settings().session_options()
     assert options.plan.compiled_kernels is True and options.tune_allocator is True
+    assert options.single_threaded_blas is True
     monkeypatch.setenv("TENSORGATE_COMPILED_KERNELS", "false")
     monkeypatch.setenv("TENSORGATE_TUNE_ALLOCATOR", "false")
     monkeypatch.setenv("TENSORGATE_KERNEL_CACHE_DIR", str(tmp_path / "k"))
