@@ -295,3 +295,17 @@ CLIPS = [
 @pytest.mark.parametrize("t, lo, hi, expected", CLIPS)
 def test_clip_by_value(run_kernel, t, lo, hi, expected):
     check(run_kernel("ClipByValue", t, lo, hi)[0], expected)
+
+
+def test_large_sigmoid_in_chunks_equals_whole_tensor_formula():
+    """A Sigmoid larger than a chunk runs chunk by chunk on the kernel pool: the same values, bit for bit."""
+    from kernels import elementwise
+
+    x = np.random.default_rng(5).standard_normal(5 * elementwise._SIGMOID_CHUNK + 7).astype(np.float32) * 40
+    x[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    e = np.exp(-np.abs(x))
+    r = np.reciprocal(e + np.float32(1))
+    want = np.where(x >= 0, r, e * r)
+    got = elementwise.sigmoid(np, x.reshape(5, -1) if x.size % 5 == 0 else x)[0]
+    np.testing.assert_array_equal(got.reshape(-1), want)
+    np.testing.assert_array_equal(elementwise.sigmoid(np, x[::2])[0], want[::2])  # a strided view
