@@ -4,6 +4,12 @@ Importing this package imports every kernel module in it, which registers their 
 per op for both array modules). When cupy is importable, it then imports `kernels.gpu`, whose CUDA kernels
 override the shared bodies on the GPU where those would be slow there; a CPU-only install never imports
 cupy.
+
+On the CPU, some kernels call compiled loops (numba, through `kernels.jit`) where numpy would make one pass
+over memory per operation; each keeps its numpy code as a twin (the definition, and what runs without
+numba, on other dtypes, on a GPU, or in plans built with `PlanOptions(compiled_kernels=False)`). Large
+kernels share one thread pool (kernels.conv.run_tasks), and BLAS runs single-threaded with large products
+split over that pool (kernels.blas).
 """
 
 from __future__ import annotations
