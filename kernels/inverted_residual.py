@@ -56,8 +56,10 @@ def _activate(y: np.ndarray, activation: str) -> None:
 def _twin(xp, x, ef, eb, df, db, pf, pb, addend, attrs, expand_activation, depthwise_activation, compiled):
     """The chain as the unfused graph runs it (with the depthwise's compiled loop when allowed)."""
     pointwise = dict(strides=(1, 1, 1, 1), padding="VALID")
-    h = fused.fused_conv2d(xp, x, ef, eb, **pointwise, fused_ops=_fused_ops(expand_activation, "BiasAdd"),
-                           num_args=1)[0]
+    h = x
+    if ef is not None:
+        h = fused.fused_conv2d(xp, x, ef, eb, **pointwise, fused_ops=_fused_ops(expand_activation, "BiasAdd"),
+                               num_args=1)[0]
     d = fused.fused_depthwise_conv2d(xp, h, df, db, **attrs, fused_ops=_fused_ops(depthwise_activation, "BiasAdd"),
                                      num_args=1, compiled=compiled)[0]
     if addend is None:
@@ -69,53 +71,58 @@ def _twin(xp, x, ef, eb, df, db, pf, pb, addend, attrs, expand_activation, depth
 def inverted_residual(
     xp,
     x,
-    expand_filter,
-    expand_bias,
-    depthwise_filter,
-    depthwise_bias,
-    project_filter,
-    project_bias,
-    *addend,
+    *inputs,
     strides: tuple[int, ...],
     padding: Literal["SAME", "VALID", "EXPLICIT"],
     explicit_paddings: tuple[int, ...] = (),
     dilations: tuple[int, ...] = (1, 1, 1, 1),
+    expand: bool = True,
     expand_activation: Activation = "",
     depthwise_activation: Activation = "",
     compiled: bool = False,
 ):
     """NHWC x -> 1x1 conv (expand_filter [1, 1, in, mid]) + bias + activation -> depthwise conv
     (depthwise_filter [kh, kw, mid, 1], strides/padding/dilations as DepthwiseConv2dNative's) + bias +
-    activation -> 1x1 conv (project_filter [1, 1, mid, out]) + bias (+ the one optional addend)."""
-    if len(addend) > 1:
-        raise ValueError(f"_TensorgateInvertedResidual takes at most one residual addend, got {len(addend)}")
-    residual = addend[0] if addend else None
+    activation -> 1x1 conv (project_filter [1, 1, mid, out]) + bias (+ the one optional addend).
+
+    Inputs after x: expand_filter, expand_bias (unless `expand` is False: a block without expansion, such as
+    MobileNetV2's first), depthwise_filter, depthwise_bias, project_filter, project_bias, [addend]."""
+    head = 6 if expand else 4
+    if not head <= len(inputs) <= head + 1:
+        raise ValueError(f"_TensorgateInvertedResidual with expand={expand} takes {head + 1} or {head + 2} inputs, "
+                         f"got {len(inputs) + 1}")
+    ef, eb = inputs[:2] if expand else (None, None)
+    df, db, pf, pb = inputs[head - 4 : head]
+    residual = inputs[head] if len(inputs) > head else None
     attrs = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings, dilations=dilations)
-    args = (x, expand_filter, expand_bias, depthwise_filter, depthwise_bias, project_filter, project_bias)
     n, height, width, c_in = x.shape
-    kh, kw, mid, mult = depthwise_filter.shape
+    kh, kw, mid, mult = df.shape
     win = conv.window_from_attrs((height, width), (kh, kw), strides, padding, explicit_paddings, "NHWC", dilations)
-    c_out = project_filter.shape[-1]
+    c_out = pf.shape[-1]
     banded = (
-        jit.use_compiled(xp, compiled, *(a.dtype for a in args), *(a.dtype for a in addend))
+        jit.use_compiled(xp, compiled, x.dtype, *(a.dtype for a in inputs))
         and x.ndim == 4 and mult == 1
-        and tuple(expand_filter.shape) == (1, 1, c_in, mid) and tuple(project_filter.shape[:3]) == (1, 1, mid)
-        and expand_bias.shape == (mid,) and depthwise_bias.shape == (mid,) and project_bias.shape == (c_out,)
+        and (ef is None and c_in == mid or ef is not None and tuple(ef.shape) == (1, 1, c_in, mid)
+             and eb.shape == (mid,))
+        and tuple(pf.shape[:3]) == (1, 1, mid) and db.shape == (mid,) and pb.shape == (c_out,)
         and (residual is None or tuple(residual.shape) == (n, win.out_h, win.out_w, c_out))
     )
     if not banded:
-        return (_twin(xp, *args, residual, attrs, expand_activation, depthwise_activation, compiled),)
-    return (_banded(x, *args[1:], residual, win, expand_activation, depthwise_activation),)
+        return (_twin(xp, x, ef, eb, df, db, pf, pb, residual, attrs, expand_activation, depthwise_activation,
+                      compiled),)
+    return (_banded(x, ef, eb, df, db, pf, pb, residual, win, expand_activation, depthwise_activation),)
 
 
-def _banded(x, ef, eb, df, db, pf, pb, residual, win: conv.Window2D, expand_activation: str, depthwise_activation: str):
+def _banded(x, ef, eb, df, db, pf, pb, residual, win: conv.Window2D, expand_activation: str,
+            depthwise_activation: str):
     n, height, width, c_in = x.shape
     kh, kw, mid, _ = df.shape
     c_out = pf.shape[-1]
     x = np.ascontiguousarray(x)
-    w_expand, w_project = np.ascontiguousarray(ef).reshape(c_in, mid), np.ascontiguousarray(pf).reshape(mid, c_out)
+    w_expand = None if ef is None else np.ascontiguousarray(ef).reshape(c_in, mid)
+    w_project = np.ascontiguousarray(pf).reshape(mid, c_out)
     w_depthwise = np.ascontiguousarray(df).reshape(kh * kw, mid)
-    eb, db, pb = (np.ascontiguousarray(v) for v in (eb, db, pb))
+    db, pb = np.ascontiguousarray(db), np.ascontiguousarray(pb)
     sh, sw, dh, dw = win.stride_h, win.stride_w, win.dilation_h, win.dilation_w
     halo = (kh - 1) * dh
     out = np.empty((n, win.out_h, win.out_w, c_out), np.float32)
@@ -130,9 +137,11 @@ def _banded(x, ef, eb, df, db, pf, pb, residual, win: conv.Window2D, expand_acti
         first, last = r0 * sh - win.pad_top, (r1 - 1) * sh - win.pad_top + halo
         i0, i1 = max(first, 0), min(last + 1, height)
         i1 = max(i1, i0)
-        expanded = np.matmul(x[b, i0:i1].reshape(-1, c_in), w_expand)
-        expanded += eb
-        _activate(expanded, expand_activation)
+        expanded = x[b, i0:i1].reshape(-1, c_in)
+        if w_expand is not None:
+            expanded = np.matmul(expanded, w_expand)
+            expanded += eb
+            _activate(expanded, expand_activation)
         reduced = np.empty(((r1 - r0) * win.out_w, mid), np.float32)
         # The band's row 0 is image row i0, and its output row 0 is output row r0: padding shifts by both.
         depthwise.depthwise_rows(expanded, w_depthwise, db, i1 - i0, width, mid, kh, kw, 1, sh, sw, dh, dw,

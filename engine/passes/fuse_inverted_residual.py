@@ -10,7 +10,8 @@ fused op; this pass then takes the three that make a block. The fused op compute
 output rows, so the expanded activation (six times the block's width) stays in cache instead of making
 several round trips through memory. It keeps the projection's name, so what read the block still does.
 
-A chain qualifies when all three are NHWC with constant filters and biases, both 1x1 convolutions have
+A block without expansion (MobileNetV2's first: depthwise then project) fuses the same way, with
+`expand=False`. A chain qualifies when all three are NHWC with constant filters and biases, both 1x1 convolutions have
 stride and dilation 1 and no padding, the depthwise convolution has a multiplier of 1, the expand and
 depthwise steps end in no activation, Relu or Relu6 (Keras' MobileNetV2; other activations such as
 swish are separate ops and leave the chain alone), the project step has none, and the inner two nodes are
@@ -61,9 +62,12 @@ def _constants(graph: Graph, node: Node, ctx: PassContext, *positions: int) -> b
     return all(len(node.inputs) > i and constant_value(graph, node.inputs[i], ctx.fed) is not None for i in positions)
 
 
-def _block(graph: Graph, consumers: Consumers, project: Node, ctx: PassContext) -> tuple[Node, Node, Node] | None:
-    """(the fused node replacing the block that ends at `project`, its expand node, its depthwise node), or
-    None when `project` does not end a block."""
+_Block = tuple[Node, Node | None, Node]
+
+
+def _block(graph: Graph, consumers: Consumers, project: Node, ctx: PassContext) -> _Block | None:
+    """(the fused node replacing the block that ends at `project`, its expand node or None, its depthwise
+    node), or None when `project` does not end a block."""
     if _pointwise(graph, project, ctx, (("BiasAdd",), ("BiasAdd", "Add"))) != "":
         return None
     depthwise = producer(graph, project.inputs[0], ctx, ("_FusedDepthwiseConv2dNative",))
@@ -76,26 +80,29 @@ def _block(graph: Graph, consumers: Consumers, project: Node, ctx: PassContext) 
     if dw_filter.ndim != 4 or dw_filter.shape[3] != 1:
         return None
     expand = producer(graph, depthwise.inputs[0], ctx, ("_FusedConv2D",))
-    if expand is None:
-        return None
-    expand_activation = _pointwise(graph, expand, ctx, (("BiasAdd",),))
+    expand_activation = None if expand is None else _pointwise(graph, expand, ctx, (("BiasAdd",),))
     if expand_activation is None or not sole_readers_within(graph, consumers, (expand, depthwise), project, ctx):
+        expand = None  # a block without expansion (MobileNetV2's first): depthwise and project alone
+        if not sole_readers_within(graph, consumers, (depthwise,), project, ctx):
+            return None
+    chain = [n for n in (expand, depthwise, project) if n is not None]
+    if len({n.device for n in chain}) != 1 or project.inputs[0] != TensorRef(depthwise.name, 0):
         return None
-    if len({expand.device, depthwise.device, project.device}) != 1:
-        return None
-    if project.inputs[0] != TensorRef(depthwise.name, 0) or depthwise.inputs[0] != TensorRef(expand.name, 0):
+    if expand is not None and depthwise.inputs[0] != TensorRef(expand.name, 0):
         return None
     attrs = {
         "strides": tuple(depthwise.attrs["strides"]),
         "padding": depthwise.attrs["padding"],
         "explicit_paddings": tuple(depthwise.attrs.get("explicit_paddings", ())),
         "dilations": tuple(depthwise.attrs.get("dilations", (1, 1, 1, 1))),
-        "expand_activation": expand_activation,
+        "expand": expand is not None,
+        "expand_activation": expand_activation or "",
         "depthwise_activation": depthwise_activation,
         "T": project.attrs.get("T"),
     }
-    inputs = (*expand.inputs[:3], *depthwise.inputs[1:3], *project.inputs[1:])
-    node = Node(project.name, OP, inputs, merged_controls([expand, depthwise, project]), project.device,
+    head = expand.inputs[:3] if expand is not None else depthwise.inputs[:1]
+    inputs = (*head, *depthwise.inputs[1:3], *project.inputs[1:])
+    node = Node(project.name, OP, inputs, merged_controls(chain), project.device,
                 {k: v for k, v in attrs.items() if v is not None})
     return node, expand, depthwise
 
@@ -111,11 +118,11 @@ def run(graph: Graph, ctx: PassContext) -> Graph:
             continue
         block = _block(graph, consumers, node, ctx)
         # A 1x1 convolution without activation could end one block and expand the next: fuse the first.
-        if block is None or block[1].name in replaced:
+        if block is None or block[1] is not None and block[1].name in replaced:
             continue
         fused, expand, depthwise = block
         replaced[node.name] = fused
-        removed += [expand.name, depthwise.name]
+        removed += [depthwise.name] + ([expand.name] if expand is not None else [])
     if not replaced:
         return graph
     return rebuild(graph, replaced, removed)

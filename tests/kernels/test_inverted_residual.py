@@ -105,5 +105,16 @@ def test_read_only_inputs_and_empty_batch():
 
 def test_two_addends_are_an_error():
     args, attrs = _case(GEOMETRIES[0])
-    with pytest.raises(ValueError, match="at most one residual addend"):
+    with pytest.raises(ValueError, match="takes 7 or 8 inputs, got 9"):
         ir.inverted_residual(np, *args, args[-1], **attrs)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_block_without_expansion(geometry):
+    """MobileNetV2's first block: depthwise and project only (expand=False; the input is already `mid` wide)."""
+    n, h, w, ci, mid, co, k, s, pad, explicit, d, residual = geometry
+    args, attrs = _case((n, h, w, mid, mid, co, k, s, pad, explicit, d, residual), seed=6)
+    inputs = [args[0], *args[3:]]
+    banded = ir.inverted_residual(np, *inputs, **attrs, expand=False, depthwise_activation="Relu6", compiled=True)[0]
+    twin = ir.inverted_residual(np, *inputs, **attrs, expand=False, depthwise_activation="Relu6", compiled=False)[0]
+    assert_agree(banded, twin)

@@ -15,7 +15,7 @@ OP = "_TensorgateInvertedResidual"
 
 
 def block(*, expand_act="Relu6", dw_act="Relu6", project_act=None, residual=True, stride=1, dw_mult=1,
-          extra_reader=None, expand_kernel=1) -> engine.Graph:
+          extra_reader=None, expand_kernel=1, expand=True) -> engine.Graph:
     """x -> Conv2D 1x1 (6 -> 24) + bias + act -> depthwise 3x3 + bias + act -> Conv2D 1x1 (-> 6) + bias
     (+ x), the way Keras freezes it (after batch-norm folding: convolutions, BiasAdd, activations)."""
     g = GraphBuilder()
@@ -32,9 +32,10 @@ def block(*, expand_act="Relu6", dw_act="Relu6", project_act=None, residual=True
         g.node(f"{name}/act", act, [f"{name}/bias"], T=F32)
         return f"{name}/act"
 
-    h = conv("expand", "x", "Conv2D", (expand_kernel, expand_kernel, 6, 24), expand_act)
-    h = conv("dw", h, "DepthwiseConv2dNative", (3, 3, 24, dw_mult), dw_act, (1, stride, stride, 1))
-    h = conv("project", h, "Conv2D", (1, 1, 24 * dw_mult, 6), project_act)
+    mid = 24 if expand else 6
+    h = conv("expand", "x", "Conv2D", (expand_kernel, expand_kernel, 6, 24), expand_act) if expand else "x"
+    h = conv("dw", h, "DepthwiseConv2dNative", (3, 3, mid, dw_mult), dw_act, (1, stride, stride, 1))
+    h = conv("project", h, "Conv2D", (1, 1, mid * dw_mult, 6), project_act)
     if residual:
         g.node("add", "AddV2", [h, "x"], T=F32)
         h = "add"
@@ -61,10 +62,8 @@ def test_stride_two_block():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(expand_act="Tanh"),  # an activation the fused op does not apply
         dict(project_act="Relu"),  # a projection with an activation
         dict(dw_mult=2),  # a depthwise multiplier
-        dict(expand_kernel=3),  # an expansion that is not 1x1
         dict(extra_reader="dw/act"),  # the depthwise output is read elsewhere too
     ],
     ids=str,
@@ -76,9 +75,32 @@ def test_chains_that_do_not_fit_stay(kwargs):
     compare(graph, {"x:0": X}, fetches)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(expand_act="Tanh"),  # an activation the fused op does not apply
+        dict(expand_kernel=3),  # an expansion that is not 1x1
+        dict(extra_reader="expand/act"),  # the expanded tensor is read elsewhere too
+        dict(expand=False),  # no expansion at all (MobileNetV2's first block)
+    ],
+    ids=str,
+)
+def test_without_a_fusable_expansion_depthwise_and_project_fuse(kwargs):
+    graph = block(**kwargs)
+    fetches = ["out:0"] + (["tap:0"] if "extra_reader" in kwargs else [])
+    plan = engine.Session(graph).plan_for(["x:0"], fetches)
+    (fused,) = [ins for ins in plan.instructions if ins.op == OP]
+    assert fused.fn.keywords["expand"] is False
+    assert len(plan.instructions) > 1 or kwargs == dict(expand=False)
+    compare(graph, {"x:0": X}, fetches)
+
+
 def test_fetched_or_fed_inner_tensors_keep_the_chain():
     graph = block()
-    assert OP not in ops_of(engine.Session(graph), ["x:0"], ["out:0", "expand/act:0"])
+    # The expansion fetched: it stays a node of its own; depthwise and project still fuse.
+    assert ops_of(engine.Session(graph), ["x:0"], ["out:0", "expand/act:0"]) == ["_FusedConv2D", OP]
+    compare(graph, {"x:0": X}, ["out:0", "expand/act:0"])
+    assert OP not in ops_of(engine.Session(graph), ["x:0"], ["out:0", "dw/act:0"])
     assert OP not in ops_of(engine.Session(graph), ["dw/act:0", "x:0"], ["out:0"])
 
 
