@@ -13,6 +13,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from kernels import compiled_rows
+from kernels.jit import use_compiled
 from kernels.registry import kernel
 
 __all__ = [
@@ -141,8 +143,11 @@ def softsign(xp: Any, features: Any) -> tuple[Any]:
 
 
 @kernel("Softmax")
-def softmax(xp: Any, logits: Any) -> tuple[Any]:
-    """exp(x) / sum(exp(x)) over the last axis, shifted by the row maximum so exp cannot overflow."""
+def softmax(xp: Any, logits: Any, *, compiled: bool = False) -> tuple[Any]:
+    """exp(x) / sum(exp(x)) over the last axis, shifted by the row maximum so exp cannot overflow.
+    The numpy code is the twin of kernels/compiled_rows.py's one pass per row."""
+    if use_compiled(xp, compiled, logits.dtype) and logits.ndim and logits.size:
+        return (compiled_rows.softmax(logits),)
     e = xp.exp(logits - logits.max(axis=-1, keepdims=True))
     e /= e.sum(axis=-1, keepdims=True)
     return (xp.asarray(e),)

@@ -4,14 +4,17 @@
 A two-operand equation is lowered to one batched matmul: labels in both inputs and the output are batch
 axes, labels in both inputs only are contracted, the rest are the free axes of one side. Each operand is
 permuted (a view) and reshaped to [batch..., rows, cols], so BLAS does the work and numpy copies only
-when axes cannot be merged in place. Equations this does not cover (a label repeated within one operand,
-more than two operands) go to the array module's own einsum.
+when axes cannot be merged in place. On CPU, a product whose axes the output permutes is written
+through a strided view of the output rather than transposed afterwards. Equations this does not cover
+(a label repeated within one operand, more than two operands) go to the array module's own einsum.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy
 
 from kernels.registry import kernel
 
@@ -77,10 +80,37 @@ def _contract_pair(xp: Any, a: Any, la: str, b: Any, lb: str, out: str) -> Any:
     for x, labels in ((a, la), (b, lb)):
         for c, n in zip(labels, x.shape):
             size[c] = max(size.get(c, 1), n)  # batch axes of size 1 broadcast
-    product = xp.matmul(_as_matrices(a, la, batch, free_a, contract), _as_matrices(b, lb, batch, contract, free_b))
+    a, b = _as_matrices(a, la, batch, free_a, contract), _as_matrices(b, lb, batch, contract, free_b)
     labels = batch + free_a + free_b
-    product = product.reshape(tuple(size[c] for c in labels))
+    if xp is numpy and labels != out:
+        into = _product_in_output_order(a, b, labels, out, size)
+        if into is not None:
+            return into
+    product = xp.matmul(a, b).reshape(tuple(size[c] for c in labels))
     return product.transpose([labels.index(c) for c in out])
+
+
+def _product_in_output_order(a: Any, b: Any, labels: str, out: str, size: dict[str, int]) -> Any | None:
+    """a @ b written straight into a contiguous array in `out`'s axis order, or None where numpy's matmul
+    could not write there through BLAS.
+
+    Attention's `BNTS,BSNH->BTNH` multiplies per (B, N) and lays the product out as BTNH: matmul writes
+    each [T, H] matrix through a strided view of the BTNH result (its rows are N*H apart), so the
+    result needs no transposing copy afterwards (the Reshape that merges its heads is then free)."""
+    result = numpy.empty(tuple(size[c] for c in out), numpy.result_type(a.dtype, b.dtype))
+    if result.size == 0:
+        return None
+    shape = tuple(size[c] for c in labels[: a.ndim - 2]) + (a.shape[-2], b.shape[-1])
+    try:
+        target = result.transpose([out.index(c) for c in labels]).reshape(shape, copy=False)
+    except ValueError:  # the free axes are not adjacent in the output: a view cannot merge them
+        return None
+    item = result.itemsize
+    # numpy's matmul calls BLAS only on matrices with unit-stride rows; elsewhere it loops in C, slowly.
+    if target.strides[-1] != item or target.strides[-2] % item or target.strides[-2] < target.shape[-1] * item:
+        return None
+    numpy.matmul(a, b, out=target)
+    return result
 
 
 @kernel("Einsum")

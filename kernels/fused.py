@@ -10,6 +10,8 @@ mean and variance of "FusedBatchNorm". Each step computes exactly what its unfus
 freeze to BatchMatMulV2 or Einsum against a weight matrix) is `_FusedMatMul` for data of any rank: the
 last axis of x contracts with the first of the weights. It runs as one 2-D matmul over all rows, which
 is about twice as fast as numpy's batched matmul (one GEMM per batch item) or Einsum at BERT's sizes.
+On CPU, the matmuls' bias and activation (GELU, the ReLU family) run as one compiled pass over each tile
+of the product's rows (kernels/compiled_rows.py); the numpy steps here are its twin.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from kernels import activations, gelu
+from kernels import activations, compiled_rows, gelu
 from kernels.conv import (
     DataFormat,
     Epilogue,
@@ -219,6 +221,21 @@ def fused_depthwise_conv2d(
     return (from_nhwc(xp, depthwise_conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
 
 
+def _matmul_epilogue(
+    xp: Any, y: Any, bias: Any, fused_ops: Sequence[str], activation: Activation | None, alpha: float, compiled: bool
+) -> None:
+    """y <- activation(y + bias), in place on a matmul's [rows, units] product: one compiled pass over each
+    tile of rows where kernels/compiled_rows.py has the activation, numpy's passes otherwise (the twin).
+    A bias alone stays numpy's: one in-place add is one pass already, as fast as the compiled loop."""
+    name = fused_ops[-1] if activation is not None else None
+    if name in compiled_rows.ACTIVATIONS and use_compiled(xp, compiled, y.dtype, bias.dtype):
+        compiled_rows.bias_activation_into(y, bias, name, alpha)
+        return
+    xp.add(y, bias, out=y)
+    if activation is not None:
+        activation(xp, y, alpha)
+
+
 @kernel("_FusedMatMul")
 def fused_mat_mul(
     xp,
@@ -231,14 +248,13 @@ def fused_mat_mul(
     num_args: int = 0,
     epsilon: float = 0.0001,
     leakyrelu_alpha: float = 0.2,
+    compiled: bool = False,
 ):
     """MatMul, then BiasAdd, then an optional activation, in place on the product."""
     _, activation = _split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
     y = xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
     _check_channels("_FusedMatMul", args, y.shape[1])
-    xp.add(y, args[0], out=y)
-    if activation is not None:
-        activation(xp, y, leakyrelu_alpha)
+    _matmul_epilogue(xp, y, args[0], fused_ops, activation, leakyrelu_alpha, compiled)
     return (y,)
 
 
@@ -253,6 +269,7 @@ def dense(
     num_args: int = 0,
     epsilon: float = 0.0001,
     leakyrelu_alpha: float = 0.2,
+    compiled: bool = False,
 ):
     """x [..., K] contracted with weights [K, *units], then + bias [*units], then an optional activation:
     the output is [..., *units]."""
@@ -263,7 +280,5 @@ def dense(
         raise ValueError(f"_TensorgateDense: bias has shape {list(bias.shape)}; expected {list(units)}")
     rows = x.reshape(-1, x.shape[-1])
     y = xp.matmul(rows, weights.reshape(weights.shape[0], -1))
-    xp.add(y, bias.reshape(-1), out=y)
-    if activation is not None:
-        activation(xp, y, leakyrelu_alpha)
+    _matmul_epilogue(xp, y, bias.reshape(-1), fused_ops, activation, leakyrelu_alpha, compiled)
     return (y.reshape(tuple(x.shape[:-1]) + units),)

@@ -8,8 +8,11 @@ The exact form is computed, for float32, with the rational approximation of erf 
 TensorFlow's own float Erf kernel) uses: odd degree-13 over even degree-8 polynomials in x, clamped to
 |x| <= 4, absolute error below 5e-7 against a float64 erf, and about 20 times faster than the Erf
 kernel's float64 route (GELU's erf is most of a BERT feed-forward layer's time otherwise). Other dtypes
-go through the Erfc kernel, as Keras 3 freezes it (0.5 * x * erfc(-x / sqrt(2))). The underscore marks an op of ours, not TensorFlow's; graphs never contain it
-until the optimizer writes it.
+go through the Erfc kernel, as Keras 3 freezes it (0.5 * x * erfc(-x / sqrt(2))). The underscore marks an op
+of ours, not TensorFlow's; graphs never contain it until the optimizer writes it.
+
+The numpy code here is the twin of the compiled loop in kernels/compiled_rows.py, which computes the same
+float32 formula in one pass (bit for bit for the exact form).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernels import special
+from kernels import compiled_rows, special
+from kernels.jit import use_compiled
 from kernels.registry import kernel
 
 __all__ = ["gelu", "gelu_approximate_into", "gelu_exact_into"]
@@ -78,8 +82,11 @@ def gelu_approximate_into(xp: Any, y: Any) -> None:
 
 
 @kernel("_TensorgateGelu")
-def gelu(xp, features, *, approximate: bool = False):
+def gelu(xp, features, *, approximate: bool = False, compiled: bool = False):
     """GELU of `features`, elementwise: exact (through erfc) or, with `approximate`, the tanh form."""
+    if use_compiled(xp, compiled, features.dtype) and features.size:
+        return (compiled_rows.activation(features, "GeluApproximate" if approximate else "GeluExact"),)
     y = features.astype(features.dtype, copy=True)
-    (gelu_approximate_into if approximate else gelu_exact_into)(xp, y)
+    # On a 1-D view: arithmetic on a 0-d array gives scalars, which the in-place steps cannot write to.
+    (gelu_approximate_into if approximate else gelu_exact_into)(xp, y.reshape(-1))
     return (y,)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from kernels import compiled_rows
+from kernels.jit import use_compiled
 from kernels.registry import kernel
 
 __all__ = ["fused_batch_norm", "fused_batch_norm_v3", "layer_norm", "lrn"]
@@ -125,8 +127,17 @@ def lrn(
     return (input / scale ** xp.asarray(beta, dtype=input.dtype),)
 
 
+def _channel_vector(param: Any, x: Any) -> Any | None:
+    """param as a [C] vector when it broadcasts against x [..., C] like one (shape [C], [1, ..., C] or a
+    single value) without growing x; None otherwise."""
+    channels = x.shape[-1]
+    if param.ndim > x.ndim or param.size not in (1, channels) or (param.ndim and param.shape[-1] != param.size):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(param.reshape(-1), (channels,)))
+
+
 @kernel("_TensorgateLayerNorm")
-def layer_norm(xp, x, gamma, beta, *, epsilon: float):
+def layer_norm(xp, x, gamma, beta, *, epsilon: float, compiled: bool = False):
     """(x - mean) / sqrt(variance + epsilon) * gamma + beta, the statistics over the last axis.
 
     gamma and beta broadcast against x exactly as in the chain this replaces (Keras reshapes them to
@@ -134,7 +145,14 @@ def layer_norm(xp, x, gamma, beta, *, epsilon: float):
     a one-pass sum of squares minus the squared mean would cancel catastrophically in float32 when the
     mean is large against the spread. The deviations are computed once, into the output buffer, and
     their sum of squares is a row-wise dot product that makes no temporary.
+
+    This numpy code is the twin of kernels/compiled_rows.py's one pass per row, which runs where gamma
+    and beta are per-channel vectors.
     """
+    if use_compiled(xp, compiled, x.dtype, gamma.dtype, beta.dtype) and x.ndim and x.size:
+        g, b = _channel_vector(gamma, x), _channel_vector(beta, x)
+        if g is not None and b is not None:
+            return (compiled_rows.layer_norm(x, g, b, epsilon),)
     mean = x.mean(axis=-1, keepdims=True)
     y = xp.subtract(x, mean)
     flat = y.reshape(-1, y.shape[-1])

@@ -81,6 +81,8 @@ EINSUM_CASES = [
     ("aecd,abcd->acbe", [(2, 3, 4, 5), (2, 6, 4, 5)]),  # ... attention scores
     ("acbe,aecd->abcd", [(2, 3, 4, 5), (2, 5, 3, 6)]),  # ... attention-weighted values
     ("BTNH,BSNH->BNTS", [(2, 3, 4, 5), (2, 6, 4, 5)]),
+    ("BNTS,BSNH->BTNH", [(2, 4, 3, 6), (2, 6, 4, 5)]),  # written through a strided view of the output
+    ("bij,bjk->kib", [(2, 3, 4), (2, 4, 5)]),  # an output no BLAS call can write: transposed afterwards
     ("...ij,...jk->...ik", [(2, 3, 4, 5), (5, 6)]),
     ("...d,dh->...h", [(2, 3, 4), (4, 5)]),
     ("ab...,b...->a...", [(2, 3, 4), (3, 4)]),
