@@ -26,9 +26,9 @@ from kernels import conv
 
 __all__ = ["PARALLEL_MIN_FLOPS", "blas_threads_limited", "limit_blas_threads", "matmul"]
 
-# Products of at least this many multiply-adds are split over the pool. Measured on 2 cores: the pool's
-# hand-off costs ~30 us, which a split of a [256, 256] x [256, 256] product (~0.4 ms) repays.
-PARALLEL_MIN_FLOPS = 8 << 20
+# Products of at least this many multiply-adds are split over the pool (the caller takes one part). The
+# hand-off costs ~20-40 us; a [128, 256] x [256, 128] product (~0.15 ms on one core) repays it.
+PARALLEL_MIN_FLOPS = 4 << 20
 
 _LOCK = threading.Lock()
 _LIMITED: bool | None = None

@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from kernels import activations, compiled_rows, gelu
+from kernels import activations, blas, compiled_rows, gelu
 from kernels.conv import (
     DataFormat,
     Epilogue,
@@ -252,7 +252,7 @@ def fused_mat_mul(
 ):
     """MatMul, then BiasAdd, then an optional activation, in place on the product."""
     _, activation = _split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
-    y = xp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+    y = blas.matmul(xp, a.T if transpose_a else a, b.T if transpose_b else b)
     _check_channels("_FusedMatMul", args, y.shape[1])
     _matmul_epilogue(xp, y, args[0], fused_ops, activation, leakyrelu_alpha, compiled)
     return (y,)
@@ -279,6 +279,6 @@ def dense(
     if tuple(bias.shape) != units:
         raise ValueError(f"_TensorgateDense: bias has shape {list(bias.shape)}; expected {list(units)}")
     rows = x.reshape(-1, x.shape[-1])
-    y = xp.matmul(rows, weights.reshape(weights.shape[0], -1))
+    y = blas.matmul(xp, rows, weights.reshape(weights.shape[0], -1))
     _matmul_epilogue(xp, y, bias.reshape(-1), fused_ops, activation, leakyrelu_alpha, compiled)
     return (y.reshape(tuple(x.shape[:-1]) + units),)
