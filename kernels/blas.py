@@ -66,9 +66,10 @@ def matmul(xp: Any, a: Any, b: Any, out: Any | None = None) -> Any:
     numpy, row blocks of `a` run on the engine's pool, one BLAS call each; otherwise one call here."""
     m, k = a.shape
     n = b.shape[1]
+    if not _LIMITED or m * n * k < PARALLEL_MIN_FLOPS or xp is not numpy:  # the common, cheap exits first
+        return xp.matmul(a, b, out=out)
     workers = conv.pool_size()
-    if (xp is not numpy or not _LIMITED or workers < 2 or m < 2 * workers or m * n * k < PARALLEL_MIN_FLOPS
-            or _in_pool_worker()):
+    if workers < 2 or m < 2 * workers or _in_pool_worker():
         return xp.matmul(a, b, out=out)
     if out is None:
         out = numpy.empty((m, n), dtype=numpy.result_type(a.dtype, b.dtype))

@@ -243,7 +243,10 @@ _POOL_LOCK = threading.Lock()
 POOL_THREAD_PREFIX = "tensorgate-kernel"
 
 
+@functools.cache
 def _cpu_count() -> int:
+    # Read once: the affinity (a container's cpuset) does not change under a running server, and the
+    # syscall would cost a microsecond on every kernel call that asks.
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
