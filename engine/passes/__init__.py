@@ -22,9 +22,18 @@ The pipeline, in order, and why:
    that they can take it as an activation.
 8. fuse_dense: dense layers over the last axis (Tensordot's MatMul between Reshapes, BatchMatMulV2
    or Einsum against weights) + bias (+ activation) into `_FusedMatMul`/`_TensorgateDense`.
-9. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
+9. fuse_pad: a zero Pad (Keras' ZeroPadding2D) read only by VALID convolutions becomes their
+   EXPLICIT padding, saving the padded copy; before fuse_activation, which copies the padding into
+   the fused node.
+10. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
    into one fused kernel, on the chains the folds produced.
-10. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
+11. fuse_inverted_residual: MobileNetV2's blocks (1x1 expand, depthwise, 1x1 project, the fused ops
+   fuse_activation just wrote) into one `_TensorgateInvertedResidual`, computed in bands of rows so the
+   expanded activation stays in cache. CPU only.
+12. winograd: a convolution with a constant 3x3 filter, stride 1, into `_TensorgateWinogradConv2D`,
+   which takes the filter's Winograd transform as a constant too (computed once, here); after
+   fuse_activation, whose fused nodes it rewrites. CPU only.
+13. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
    duplicates).
 
 `PlanOptions(constant_folding=False)` leaves out the first; `PlanOptions(optimize=False)` all the
@@ -44,9 +53,12 @@ from engine.passes import (
     fuse_activation,
     fuse_dense,
     fuse_gelu,
+    fuse_inverted_residual,
     fuse_layer_norm,
+    fuse_pad,
     remove_dead_nodes,
     simplify_arithmetic,
+    winograd,
 )
 from engine.passes.context import PassContext
 from engine.passes.rewrite import topological_order
@@ -66,7 +78,10 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fuse_layer_norm", fuse_layer_norm.run),
     ("fuse_gelu", fuse_gelu.run),
     ("fuse_dense", fuse_dense.run),
+    ("fuse_pad", fuse_pad.run),
     ("fuse_activation", fuse_activation.run),
+    ("fuse_inverted_residual", fuse_inverted_residual.run),
+    ("winograd", winograd.run),
     ("remove_dead_nodes", remove_dead_nodes.run),
 )
 
