@@ -35,7 +35,16 @@ from kernels.depthwise import depthwise_conv2d_compiled
 from kernels.jit import use_compiled
 from kernels.registry import kernel
 
-__all__ = ["dense", "fused_conv2d", "fused_depthwise_conv2d", "fused_mat_mul"]
+__all__ = [
+    "CONV_FUSED_OPS",
+    "channel_epilogue",
+    "check_channels",
+    "dense",
+    "fused_conv2d",
+    "fused_depthwise_conv2d",
+    "fused_mat_mul",
+    "split_fused_ops",
+]
 
 # An activation applied in place to a block: fn(xp, block, leakyrelu_alpha).
 Activation = Callable[[Any, Any, float], None]
@@ -78,24 +87,24 @@ def _sequences(heads: Sequence[tuple[str, ...]], acts: Sequence[str]) -> tuple[t
 
 # The extra inputs each head takes.
 _HEAD_ARGS = {("BiasAdd",): 1, ("BiasAdd", "Add"): 2, ("FusedBatchNorm",): 4}
-_CONV_FUSED_OPS = _sequences([("BiasAdd",), ("BiasAdd", "Add"), ("FusedBatchNorm",)], list(_ACTIVATIONS))
+CONV_FUSED_OPS = _sequences([("BiasAdd",), ("BiasAdd", "Add"), ("FusedBatchNorm",)], list(_ACTIVATIONS))
 _DEPTHWISE_FUSED_OPS = _sequences([("BiasAdd",)], list(_ACTIVATIONS))
 _MATMUL_FUSED_OPS = _sequences([("BiasAdd",)], list(_MATMUL_ACTIVATIONS))
 # Literal of tuples: binding a node rejects any other fused_ops list, naming it, before anything runs.
-ConvFusedOps = Literal[_CONV_FUSED_OPS]
+ConvFusedOps = Literal[CONV_FUSED_OPS]
 DepthwiseFusedOps = Literal[_DEPTHWISE_FUSED_OPS]
 MatMulFusedOps = Literal[_MATMUL_FUSED_OPS]
 
 # What each fused op accepts: its fused_ops sequences and its activations.
 _SPECS = {
-    "_FusedConv2D": (_CONV_FUSED_OPS, _ACTIVATIONS),
+    "_FusedConv2D": (CONV_FUSED_OPS, _ACTIVATIONS),
     "_FusedDepthwiseConv2dNative": (_DEPTHWISE_FUSED_OPS, _ACTIVATIONS),
     "_FusedMatMul": (_MATMUL_FUSED_OPS, _MATMUL_ACTIVATIONS),
 }
 
 
 @functools.lru_cache(maxsize=512)
-def _split_fused_ops(op: str, fused: tuple[str, ...], num_args: int) -> tuple[tuple[str, ...], Activation | None]:
+def split_fused_ops(op: str, fused: tuple[str, ...], num_args: int) -> tuple[tuple[str, ...], Activation | None]:
     """(head, activation or None) of a fused_ops list; ValueError naming it if `op` does not support it, or
     if the node has the wrong number of extra inputs for it. Memoized: it runs on every call of a kernel
     whose matmul may take only microseconds."""
@@ -109,7 +118,7 @@ def _split_fused_ops(op: str, fused: tuple[str, ...], num_args: int) -> tuple[tu
     return head, activation
 
 
-def _channel_epilogue(
+def channel_epilogue(
     xp: Any,
     head: tuple[str, ...],
     args: Sequence[Any],
@@ -144,7 +153,7 @@ def _channel_epilogue(
     return finish
 
 
-def _check_channels(op: str, args: Sequence[Any], channels: int) -> None:
+def check_channels(op: str, args: Sequence[Any], channels: int) -> None:
     for a in args:
         if a.ndim != 1 or a.shape[0] != channels:
             raise ValueError(f"{op}: a per-channel input has shape {list(a.shape)}; expected [{channels}]")
@@ -169,24 +178,24 @@ def fused_conv2d(
 ):
     """Conv2D (grouped too: an input deeper than the filter), then BiasAdd (optionally + a residual addend) or
     FusedBatchNorm, then an optional activation."""
-    head, activation = _split_fused_ops("_FusedConv2D", tuple(fused_ops), len(args))
+    head, activation = split_fused_ops("_FusedConv2D", tuple(fused_ops), len(args))
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
     channels = filter.shape[3]
     per_channel = args[:1] if head == ("BiasAdd", "Add") else args
-    _check_channels("_FusedConv2D", per_channel, channels)
+    check_channels("_FusedConv2D", per_channel, channels)
     addend = None
     if head == ("BiasAdd", "Add"):
         addend = to_nhwc(args[1], data_format)
         if tuple(addend.shape) != (xs.shape[0], win.out_h, win.out_w, channels):
             # A broadcasting addend: the optimizer fuses without knowing shapes, so do what the unfused
             # graph does: add it (broadcasting) after the convolution, then the activation.
-            epilogue = _channel_epilogue(xp, ("BiasAdd",), per_channel, None, epsilon, leakyrelu_alpha)
+            epilogue = channel_epilogue(xp, ("BiasAdd",), per_channel, None, epsilon, leakyrelu_alpha)
             y = from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win, epilogue), data_format) + args[1]
             if activation is not None:
                 activation(xp, y, leakyrelu_alpha)
             return (y,)
-    epilogue = _channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
+    epilogue = channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
     return (from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
 
 
@@ -209,15 +218,15 @@ def fused_depthwise_conv2d(
 ):
     """DepthwiseConv2dNative, then BiasAdd, then an optional activation: one compiled pass on CPU float32
     (kernels.depthwise), else the numpy body with its epilogue per chunk."""
-    head, activation = _split_fused_ops("_FusedDepthwiseConv2dNative", tuple(fused_ops), len(args))
+    head, activation = split_fused_ops("_FusedDepthwiseConv2dNative", tuple(fused_ops), len(args))
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
-    _check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
+    check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
     if use_compiled(xp, compiled, xs.dtype, filter.dtype, args[0].dtype):
         act = fused_ops[-1] if activation is not None else None
         y = depthwise_conv2d_compiled(xp, xs, filter, win, args[0], act, leakyrelu_alpha)
         return (from_nhwc(xp, y, data_format),)
-    epilogue = _channel_epilogue(xp, head, args, activation, epsilon, leakyrelu_alpha)
+    epilogue = channel_epilogue(xp, head, args, activation, epsilon, leakyrelu_alpha)
     return (from_nhwc(xp, depthwise_conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
 
 
@@ -251,9 +260,9 @@ def fused_mat_mul(
     compiled: bool = False,
 ):
     """MatMul, then BiasAdd, then an optional activation, in place on the product."""
-    _, activation = _split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
+    _, activation = split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
     y = blas.matmul(xp, a.T if transpose_a else a, b.T if transpose_b else b)
-    _check_channels("_FusedMatMul", args, y.shape[1])
+    check_channels("_FusedMatMul", args, y.shape[1])
     _matmul_epilogue(xp, y, args[0], fused_ops, activation, leakyrelu_alpha, compiled)
     return (y,)
 
@@ -273,7 +282,7 @@ def dense(
 ):
     """x [..., K] contracted with weights [K, *units], then + bias [*units], then an optional activation:
     the output is [..., *units]."""
-    _, activation = _split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
+    _, activation = split_fused_ops("_FusedMatMul", tuple(fused_ops), len(args))
     units = tuple(weights.shape[1:])
     bias = args[0]
     if tuple(bias.shape) != units:

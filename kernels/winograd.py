@@ -50,7 +50,7 @@ from kernels.conv import (
     to_nhwc,
     window_from_attrs,
 )
-from kernels.fused import _CONV_FUSED_OPS, _channel_epilogue, _check_channels, _split_fused_ops
+from kernels.fused import CONV_FUSED_OPS, channel_epilogue, check_channels, split_fused_ops
 from kernels.jit import compiled, use_compiled
 from kernels.registry import kernel
 
@@ -113,7 +113,7 @@ _MIN_CHANNELS = 32
 _MIN_WORK = 600_000
 
 # The fused_ops lists the op accepts: none (a plain Conv2D), or any of _FusedConv2D's.
-FUSED_OPS = ((),) + _CONV_FUSED_OPS
+FUSED_OPS = ((),) + CONV_FUSED_OPS
 FusedOps = Literal[FUSED_OPS]
 
 
@@ -430,18 +430,18 @@ def winograd_conv2d(
             raise ValueError(f"_TensorgateWinogradConv2D without fused_ops takes no extra inputs, got {len(args)}")
         return (from_nhwc(xp, convolve(None), data_format),)
     # As _FusedConv2D (kernels.fused): the same fused steps, checked the same way.
-    head, activation = _split_fused_ops("_FusedConv2D", tuple(fused_ops), len(args))
+    head, activation = split_fused_ops("_FusedConv2D", tuple(fused_ops), len(args))
     per_channel = args[:1] if head == ("BiasAdd", "Add") else args
-    _check_channels("_TensorgateWinogradConv2D", per_channel, channels)
+    check_channels("_TensorgateWinogradConv2D", per_channel, channels)
     addend = None
     if head == ("BiasAdd", "Add"):
         addend = to_nhwc(args[1], data_format)
         if tuple(addend.shape) != (xs.shape[0], win.out_h, win.out_w, channels):
             # A broadcasting addend: added after the convolution, then the activation, as _FusedConv2D does.
-            epilogue = _channel_epilogue(xp, ("BiasAdd",), per_channel, None, epsilon, leakyrelu_alpha)
+            epilogue = channel_epilogue(xp, ("BiasAdd",), per_channel, None, epsilon, leakyrelu_alpha)
             y = from_nhwc(xp, convolve(epilogue), data_format) + args[1]
             if activation is not None:
                 activation(xp, y, leakyrelu_alpha)
             return (y,)
-    epilogue = _channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
+    epilogue = channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
     return (from_nhwc(xp, convolve(epilogue), data_format),)

@@ -113,7 +113,7 @@ def fused_conv2d(
 ):
     """Conv2D (im2col + GEMM), then the fused steps in one kernel."""
     fused = tuple(fused_ops)
-    head, activation = shared._split_fused_ops("_FusedConv2D", fused, len(args))
+    head, activation = shared.split_fused_ops("_FusedConv2D", fused, len(args))
     if cupy.result_type(x.dtype, filter.dtype) not in FLOAT_DTYPES:
         return shared.fused_conv2d(
             xp, x, filter, *args, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
@@ -125,7 +125,7 @@ def fused_conv2d(
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
     channels = filter.shape[3]
     per_channel = args[:1] if head == ("BiasAdd", "Add") else args
-    shared._check_channels("_FusedConv2D", per_channel, channels)
+    shared.check_channels("_FusedConv2D", per_channel, channels)
     y = conv2d_nhwc(xs, filter, win)
     if head == ("FusedBatchNorm",):
         return (from_nhwc(xp, apply_epilogue(y, "batch_norm", _batch_norm_operands(args, epsilon), name, leakyrelu_alpha), data_format),)
@@ -159,7 +159,7 @@ def fused_depthwise_conv2d(
 ):
     """DepthwiseConv2dNative (one thread per output), then BiasAdd and the activation in one kernel."""
     fused = tuple(fused_ops)
-    head, _ = shared._split_fused_ops("_FusedDepthwiseConv2dNative", fused, len(args))
+    head, _ = shared.split_fused_ops("_FusedDepthwiseConv2dNative", fused, len(args))
     if cupy.result_type(x.dtype, filter.dtype) not in FLOAT_DTYPES:
         return shared.fused_depthwise_conv2d(
             xp, x, filter, *args, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
@@ -168,7 +168,7 @@ def fused_depthwise_conv2d(
         )
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
-    shared._check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
+    shared.check_channels("_FusedDepthwiseConv2dNative", args, filter.shape[2] * filter.shape[3])
     y = depthwise_conv2d_nhwc(xs, filter, win)
     return (from_nhwc(xp, apply_epilogue(y, "bias", args, _activation_name(fused, head), leakyrelu_alpha), data_format),)
 
@@ -188,12 +188,12 @@ def fused_mat_mul(
 ):
     """cuBLAS MatMul, then BiasAdd and the activation in one kernel, in place on the product."""
     fused = tuple(fused_ops)
-    head, _ = shared._split_fused_ops("_FusedMatMul", fused, len(args))
+    head, _ = shared.split_fused_ops("_FusedMatMul", fused, len(args))
     if cupy.result_type(a.dtype, b.dtype) not in FLOAT_DTYPES:
         return shared.fused_mat_mul(
             xp, a, b, *args, transpose_a=transpose_a, transpose_b=transpose_b, fused_ops=fused_ops,
             num_args=num_args, epsilon=epsilon, leakyrelu_alpha=leakyrelu_alpha,
         )
     y = cupy.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
-    shared._check_channels("_FusedMatMul", args, y.shape[1])
+    shared.check_channels("_FusedMatMul", args, y.shape[1])
     return (apply_epilogue(y, "bias", args, _activation_name(fused, head), leakyrelu_alpha),)
