@@ -8,8 +8,8 @@ cupy.
 On the CPU, some kernels call compiled loops (numba, through `kernels.jit`) where numpy would make one pass
 over memory per operation; each keeps its numpy code as a twin (the definition, and what runs without
 numba, on other dtypes, on a GPU, or in plans built with `PlanOptions(compiled_kernels=False)`). Large
-kernels share one thread pool (kernels.conv.run_tasks), and BLAS runs single-threaded with large products
-split over that pool (kernels.blas).
+kernels share one thread pool (kernels.conv.run_tasks); BLAS runs single-threaded except for one large
+product at a time from outside that pool (kernels.blas).
 """
 
 from __future__ import annotations

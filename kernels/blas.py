@@ -1,18 +1,23 @@
-"""BLAS threading: matrix products split over the engine's thread pool, BLAS itself single-threaded.
+"""BLAS threading: BLAS single-threaded, except for one large product at a time from outside the kernel pool.
 
 OpenBLAS (numpy's BLAS) starts its own threads for large products and keeps them spinning for a while
-after each one. In a model server they then compete with everything else: with the engine's thread pool
-running compiled kernels between two GEMMs, with other requests' GEMMs (each asking for every core), and
-with the event loop. `limit_blas_threads()` makes BLAS single-threaded, process-wide (through
-threadpoolctl, which knows how to reach each BLAS library numpy or others loaded), and `matmul` gives large
-products their parallelism back by splitting their rows over the engine's pool, where they queue with the
-rest of the engine's work instead of oversubscribing the cores. Small products (a batch-1 dense layer) run
-inline, on the calling thread, with no hand-off at all.
+after each one. Left to itself in a model server it oversubscribes the cores: the engine's kernel pool runs
+compiled loops and convolution chunks (each chunk's GEMM among them) on every core, concurrent requests
+each ask BLAS for every core, and spinning BLAS threads take the cores from all of them (measured on 2
+cores with other work running: MobileNetV2 at batch 1 took 742 ms with OpenBLAS's threads and 66 ms
+without). So `limit_blas_threads()` makes BLAS single-threaded, process-wide (through threadpoolctl, which
+reaches whichever BLAS numpy or others loaded), and `matmul` gives BLAS every core back for one product
+at a time: a product large enough for BLAS to split, called from a request's thread (not from a pool
+thread, whose siblings are busy), while no other such product runs. Products inside pool tasks and the
+ones that find another product threaded run single-threaded.
+
+Measured in one process on 2 cores, nothing else running (median ms): BERT-mini at batch 8, 71.5 with
+BLAS threads for every product, 102 single-threaded, 75 with products split into row blocks on the pool
+(the pool's hand-off costs tens of microseconds, BLAS's spinning threads one); the MLP at batch 32, 0.56,
+0.65 and 0.66. One threaded product at a time keeps the first figure without the oversubscription.
 
 A Session applies the limit when it is created unless `SessionOptions(single_threaded_blas=False)` (the
-server's `TENSORGATE_SINGLE_THREADED_BLAS=false`) leaves BLAS as it is. Measured on 2 cores with other
-work running (load average 4): MobileNetV2 at batch 1 took 742 ms with OpenBLAS's own threads and 66 ms
-with them off and its GEMMs split over the pool; at batch 32, 2871 ms against 737 ms.
+server's `TENSORGATE_SINGLE_THREADED_BLAS=false`) leaves BLAS's threading as it is.
 """
 
 from __future__ import annotations
@@ -24,15 +29,18 @@ import numpy
 
 from kernels import conv
 
-__all__ = ["PARALLEL_MIN_FLOPS", "blas_threads_limited", "limit_blas_threads", "matmul"]
+__all__ = ["THREADED_MIN_FLOPS", "blas_threads_limited", "limit_blas_threads", "matmul"]
 
-# Products of at least this many multiply-adds are split over the pool (the caller takes one part). The
-# hand-off costs ~20-40 us; a [128, 256] x [256, 128] product (~0.15 ms on one core) repays it.
-PARALLEL_MIN_FLOPS = 4 << 20
+# Products of fewer multiply-adds run single-threaded: switching BLAS's thread count costs ~4 us, which a
+# batch-1 dense layer (784 x 512: 0.4M, ~30 us) does not win back (the MLP at batch 1: 0.125 ms switching
+# at 0.25M, 0.109 at 1M, 0.108 with BLAS threaded throughout).
+THREADED_MIN_FLOPS = 1 << 20
 
 _LOCK = threading.Lock()
 _LIMITED: bool | None = None
 _LIMITER: Any = None  # threadpoolctl's limiter, kept alive so the limit is never restored behind our back
+_CONTROLLERS: list[Any] = []  # the BLAS libraries' threadpoolctl controllers
+_THREADED = threading.Lock()  # held while one product runs with BLAS's threads
 
 
 def limit_blas_threads() -> bool:
@@ -44,9 +52,9 @@ def limit_blas_threads() -> bool:
             try:
                 from threadpoolctl import ThreadpoolController
 
-                controller = ThreadpoolController()
-                blas = controller.select(user_api="blas")
+                blas = ThreadpoolController().select(user_api="blas")
                 _LIMITER = blas.limit(limits=1) if blas.lib_controllers else None
+                _CONTROLLERS.extend(blas.lib_controllers)
                 _LIMITED = _LIMITER is not None
             except Exception:  # noqa: BLE001  (a BLAS threadpoolctl cannot drive: leave it alone)
                 _LIMITED = False
@@ -57,23 +65,22 @@ def blas_threads_limited() -> bool:
     return bool(_LIMITED)
 
 
-def _in_pool_worker() -> bool:
-    return threading.current_thread().name.startswith(conv.POOL_THREAD_PREFIX)
+def _set_threads(count: int) -> None:
+    for controller in _CONTROLLERS:
+        controller.set_num_threads(count)
 
 
 def matmul(xp: Any, a: Any, b: Any, out: Any | None = None) -> Any:
-    """a [m, k] @ b [k, n] (into `out` if given). With BLAS single-threaded and a large enough product on
-    numpy, row blocks of `a` run on the engine's pool, one BLAS call each; otherwise one call here."""
-    m, k = a.shape
-    n = b.shape[1]
-    if not _LIMITED or m * n * k < PARALLEL_MIN_FLOPS or xp is not numpy:  # the common, cheap exits first
+    """a [..., m, k] @ b [..., k, n] as xp.matmul (into `out` if given): with BLAS's threads when it is large,
+    called outside the kernel pool and no other product has them (see the module docstring);
+    single-threaded otherwise."""
+    if not _LIMITED or xp is not numpy or a.size * b.shape[-1] < THREADED_MIN_FLOPS:
         return xp.matmul(a, b, out=out)
-    workers = conv.pool_size()
-    if workers < 2 or m < 2 * workers or _in_pool_worker():
+    if conv.pool_size() < 2 or conv.in_pool_task() or not _THREADED.acquire(blocking=False):
         return xp.matmul(a, b, out=out)
-    if out is None:
-        out = numpy.empty((m, n), dtype=numpy.result_type(a.dtype, b.dtype))
-    step = -(-m // workers)
-    bounds = [(r, min(r + step, m)) for r in range(0, m, step)]
-    conv.run_tasks(lambda rows: numpy.matmul(a[rows[0]:rows[1]], b, out=out[rows[0]:rows[1]]), bounds)
-    return out
+    try:
+        _set_threads(conv.pool_size())
+        return numpy.matmul(a, b, out=out)
+    finally:
+        _set_threads(1)
+        _THREADED.release()

@@ -241,6 +241,7 @@ _POOL_LOCK = threading.Lock()
 # The pool's threads are named with this prefix: work submitted from one of them runs inline instead of
 # waiting on the pool it occupies (which could deadlock).
 POOL_THREAD_PREFIX = "tensorgate-kernel"
+_CALLER = threading.local()
 
 
 @functools.cache
@@ -262,7 +263,7 @@ def run_tasks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
     """Run `work` on every item on the engine's kernel pool (in order here when there is one item, one
     core, or the caller is a pool thread itself); a worker's exception is raised here."""
     global _POOL
-    if len(items) < 2 or _cpu_count() < 2 or threading.current_thread().name.startswith(POOL_THREAD_PREFIX):
+    if len(items) < 2 or _cpu_count() < 2 or in_pool_task():
         for item in items:
             work(item)
         return
@@ -271,13 +272,21 @@ def run_tasks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
             if _POOL is None:
                 _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix=POOL_THREAD_PREFIX)
     # The caller takes the first item itself rather than idling while it waits: one hand-off fewer, and
-    # the calling thread's core is not left to the scheduler.
+    # the calling thread's core is not left to the scheduler. While it does, it counts as a pool thread.
     futures = [_POOL.submit(work, item) for item in items[1:]]
+    _CALLER.in_task = True
     try:
         work(items[0])
     finally:
+        _CALLER.in_task = False
         for future in futures:
             future.result()  # a worker's exception is raised here (after every item has finished)
+
+
+def in_pool_task() -> bool:
+    """Whether this thread is running one of run_tasks' items (a pool thread, or the caller taking its
+    share): work it would hand to the pool, or to BLAS's threads, has siblings using the cores already."""
+    return threading.current_thread().name.startswith(POOL_THREAD_PREFIX) or getattr(_CALLER, "in_task", False)
 
 
 def run_chunks(xp: Any, work: Callable[[Chunk], None], parts: list[Chunk]) -> None:
@@ -476,7 +485,7 @@ def _pointwise_with_epilogue(xp: Any, x: Any, w_mat: Any, epilogue: Epilogue) ->
         block = out[p.b0 : p.b1, p.r0 : p.r1]
         pixels = (p.b1 - p.b0) * (p.r1 - p.r0) * w
         rows = x[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, c)
-        # One chunk: its GEMM gets the pool itself (kernels.blas); several: each chunk is one pool task.
+        # One chunk: its GEMM may take BLAS's threads (kernels.blas); several: each chunk is one pool task.
         (xp.matmul if parallel else functools.partial(blas.matmul, xp))(rows, w_mat, out=block.reshape(pixels, o))
         epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
 

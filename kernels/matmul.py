@@ -25,7 +25,7 @@ def _adjoint(xp: Any, x: Any, adjoint: bool) -> Any:
 @kernel("MatMul")
 def mat_mul(xp, a, b, *, transpose_a: bool = False, transpose_b: bool = False):
     """a @ b, either operand transposed first (plain transpose: MatMul never conjugates); a large product
-    is split over the engine's pool (kernels.blas)."""
+    may run with BLAS's threads (kernels.blas)."""
     return (blas.matmul(xp, a.T if transpose_a else a, b.T if transpose_b else b),)
 
 

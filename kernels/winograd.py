@@ -314,11 +314,11 @@ def winograd_conv2d_nhwc(
     """Conv2D of float32 NHWC `x` with a 3x3, stride-1, dilation-1 filter given as its transform `u`
     ([16, C, K], winograd_filter), by F(2x2, 3x3); each chunk's output block finished by `epilogue`.
 
-    Chunks are Chunk(images, tile rows). With BLAS single-threaded (kernels.blas, a Session's default)
-    each chunk is one task on the engine's pool: its input transform, 16 GEMMs, output transform and
-    epilogue, at least two chunks per worker where there are tiles enough. Otherwise (BLAS's own threads,
-    or a GPU) chunks run one after another, their transforms split over the pool and their GEMMs left to
-    BLAS."""
+    Chunks are Chunk(images, tile rows). With BLAS single-threaded (kernels.blas, a Session's default) and
+    tiles enough, each chunk is one task on the engine's pool: its input transform, 16 GEMMs, output
+    transform and epilogue, at least two chunks per worker. Otherwise (a small convolution, BLAS's own
+    threads, or a GPU) chunks run one after another, their transforms split over the pool and their GEMMs
+    given BLAS's threads (kernels.blas.matmul)."""
     if win.kh != 3 or win.kw != 3 or (win.stride_h, win.stride_w, win.dilation_h, win.dilation_w) != (1, 1, 1, 1):
         raise ValueError(f"Winograd F(2x2, 3x3) needs a 3x3 window of stride 1 and dilation 1, got {win}")
     n, c = x.shape[0], x.shape[3]
@@ -360,8 +360,6 @@ def winograd_conv2d_nhwc(
     most = max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * tiles_w
     v_buffer = xp.empty(POSITIONS * most * c, dtype=xp.float32)
     m_buffer = xp.empty(POSITIONS * most * k, dtype=xp.float32)
-    # With single-threaded BLAS, the 16 GEMMs are split over the pool by position (each keeps all the rows).
-    positions = [(p, min(p + -(-POSITIONS // workers), POSITIONS)) for p in range(0, POSITIONS, -(-POSITIONS // workers))]
     for part in parts:
         tile_rows = part.r1 - part.r0
         tiles = (part.b1 - part.b0) * tile_rows * tiles_w
@@ -374,10 +372,10 @@ def winograd_conv2d_nhwc(
 
         pieces = _split(part, workers)
         run_chunks(xp, lambda piece, v=v: input_tiles(xp, x, win, piece, v, first_tile(piece), compiled=fast), pieces)
-        if single_threaded_blas:
-            run_tasks(lambda p, v=v, m=m: np.matmul(v[p[0] : p[1]], u[p[0] : p[1]], out=m[p[0] : p[1]]), positions)
-        else:
-            xp.matmul(v, u, out=m)
+        # From the request's thread: the 16 GEMMs get BLAS's threads (kernels.blas), whose spinning workers
+        # take each GEMM at once, where pool tasks would each cost a hand-off (ResNet50 at batch 1: 87 ms
+        # with the GEMMs split over the pool by position, 71 with BLAS's threads).
+        blas.matmul(xp, v, u, out=m)
         run_chunks(xp, lambda piece, m=m: finish(piece, m, first_tile(piece)), pieces)
     return out
 

@@ -185,8 +185,8 @@ class Settings(BaseSettings):
     request. `false` leaves the allocator as the C library configures it."""
 
     single_threaded_blas: bool = True
-    """Run BLAS (numpy's matrix products) single-threaded and split large products over the engine's
-    kernel pool instead, so that BLAS threads do not compete with the pool and with other requests for
+    """Run BLAS (numpy's matrix products) single-threaded, but for one large product at a time from outside
+    the engine's kernel pool, so that BLAS threads do not compete with the pool and with other requests for
     the cores; `false` leaves BLAS's own threading (OPENBLAS_NUM_THREADS and the like) in charge."""
 
     monitoring_config_file: Path | None = None

@@ -77,9 +77,10 @@ class SessionOptions:
     # process-wide and applied once: False leaves the allocator alone for this session's sake only (a
     # process whose other sessions asked for it has it anyway).
     tune_allocator: bool = True
-    # Make BLAS single-threaded, process-wide, when the session is created, and split large matrix
-    # products over the engine's kernel pool instead (kernels.blas): BLAS's own spinning threads would
-    # compete with the pool's compiled kernels and with concurrent requests. False leaves BLAS as it is.
+    # Make BLAS single-threaded, process-wide, when the session is created, giving its threads back to one
+    # large product at a time from outside the engine's kernel pool (kernels.blas): BLAS's own spinning
+    # threads would otherwise compete with the pool's kernels and with concurrent requests for the cores.
+    # False leaves BLAS's threading as it is.
     single_threaded_blas: bool = True
 
 

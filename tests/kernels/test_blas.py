@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ def test_a_session_makes_blas_single_threaded():
 
 
 @pytest.mark.parametrize("shape", [(1, 784, 512), (2048, 256, 256), (37, 300, 999), (4096, 64, 8)])
-def test_split_product_equals_numpy(limited, shape):
+def test_products_equal_numpy(limited, shape):
     m, k, n = shape
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
@@ -36,38 +35,41 @@ def test_split_product_equals_numpy(limited, shape):
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
 
 
-def test_large_products_run_on_the_pool_and_small_ones_inline(limited, monkeypatch):
-    threads: list[str] = []
+def _blas_threads() -> list[int]:
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_a_large_product_gets_blas_threads_and_gives_them_back(limited, monkeypatch):
+    seen: list[list[int]] = []
     real = np.matmul
 
     def spy(*args, **kwargs):
-        threads.append(threading.current_thread().name)
+        seen.append(_blas_threads())
         return real(*args, **kwargs)
 
     monkeypatch.setattr(np, "matmul", spy)
-    a, b = np.ones((4096, 256), np.float32), np.ones((256, 256), np.float32)
+    a, b = np.ones((512, 256), np.float32), np.ones((256, 256), np.float32)
     blas.matmul(np, a, b)
-    if conv.pool_size() >= 2:
-        # One part per core: the caller takes the first, the pool the others.
-        caller = threading.current_thread().name
-        assert len(threads) == conv.pool_size() and threads.count(caller) == 1
-        assert all(t.startswith(conv.POOL_THREAD_PREFIX) for t in threads if t != caller)
-    threads.clear()
-    blas.matmul(np, a[:1], b)
-    assert threads == [threading.current_thread().name]
+    assert seen[-1] == [conv.pool_size()] * len(seen[-1])
+    assert all(n == 1 for n in _blas_threads())
+    blas.matmul(np, a[:1], b)  # small: single-threaded
+    assert all(n == 1 for n in seen[-1])
 
 
-def test_work_submitted_from_a_pool_thread_runs_inline(limited):
-    """A kernel already on the pool that splits a product must not wait on the pool it occupies."""
-    seen: list[str] = []
-    a, b = np.ones((4096, 256), np.float32), np.ones((256, 256), np.float32)
-
-    def task(_):
-        seen.append(threading.current_thread().name)
-        np.testing.assert_array_equal(blas.matmul(np, a, b), a @ b)
-
-    conv.run_tasks(task, [0, 1, 2, 3])
+def test_products_in_pool_threads_or_beside_a_threaded_one_stay_single_threaded(limited, monkeypatch):
+    """A kernel already on the pool must not start BLAS threads beside its siblings; nor may a second
+    request's product while another one has them."""
+    seen: list[list[int]] = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **k: (seen.append(_blas_threads()), real(*a, **k))[1])
+    a, b = np.ones((512, 256), np.float32), np.ones((256, 256), np.float32)
+    conv.run_tasks(lambda _: blas.matmul(np, a, b), [0, 1, 2, 3])
     assert len(seen) == 4
+    assert all(n == 1 for s in seen for n in s)  # the caller's own share counts as a pool task
+    seen.clear()
+    with blas._THREADED:  # another product holds BLAS's threads
+        blas.matmul(np, a, b)
+    assert all(n == 1 for n in seen[-1])
 
 
 def test_transposed_operands_through_the_matmul_kernel(limited):
