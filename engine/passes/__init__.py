@@ -22,18 +22,21 @@ The pipeline, in order, and why:
    that they can take it as an activation.
 8. fuse_dense: dense layers over the last axis (Tensordot's MatMul between Reshapes, BatchMatMulV2
    or Einsum against weights) + bias (+ activation) into `_FusedMatMul`/`_TensorgateDense`.
-9. fuse_pad: a zero Pad (Keras' ZeroPadding2D) read only by VALID convolutions becomes their
+9. fold_tensordot: the Tensordot scaffolding Keras freezes around a dense layer on 3-D data (Shape,
+   Gather, Prod, Pack, Transpose, two Reshapes) and the matmul fuse_dense made of it, into one
+   `_TensorgateDense` over the original tensor.
+10. fuse_pad: a zero Pad (Keras' ZeroPadding2D) read only by VALID convolutions becomes their
    EXPLICIT padding, saving the padded copy; before fuse_activation, which copies the padding into
    the fused node.
-10. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
+11. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
    into one fused kernel, on the chains the folds produced.
-11. fuse_inverted_residual: MobileNetV2's blocks (1x1 expand, depthwise, 1x1 project, the fused ops
+12. fuse_inverted_residual: MobileNetV2's blocks (1x1 expand, depthwise, 1x1 project, the fused ops
    fuse_activation just wrote) into one `_TensorgateInvertedResidual`, computed in bands of rows so the
    expanded activation stays in cache. CPU only.
-12. winograd: a convolution with a constant 3x3 filter, stride 1, into `_TensorgateWinogradConv2D`,
+13. winograd: a convolution with a constant 3x3 filter, stride 1, into `_TensorgateWinogradConv2D`,
    which takes the filter's Winograd transform as a constant too (computed once, here); after
    fuse_activation, whose fused nodes it rewrites. CPU only.
-13. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
+14. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
    duplicates).
 
 `PlanOptions(constant_folding=False)` leaves out the first; `PlanOptions(optimize=False)` all the
@@ -47,6 +50,7 @@ from collections.abc import Callable, Sequence
 from engine.graph import Graph
 from engine.passes import (
     eliminate_common_subexpressions,
+    fold_tensordot,
     fold_affine,
     fold_batch_norm,
     fold_constants,
@@ -78,6 +82,7 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fuse_layer_norm", fuse_layer_norm.run),
     ("fuse_gelu", fuse_gelu.run),
     ("fuse_dense", fuse_dense.run),
+    ("fold_tensordot", fold_tensordot.run),
     ("fuse_pad", fuse_pad.run),
     ("fuse_activation", fuse_activation.run),
     ("fuse_inverted_residual", fuse_inverted_residual.run),
