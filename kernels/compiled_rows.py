@@ -75,7 +75,8 @@ _E0, _E1, _E2, _E3, _E4, _E5 = (_f(c) for c in (
 # --- bias + activation ----------------------------------------------------------------------------------
 
 
-@compiled(f"void({readonly(2)}, {readonly(1)}, float32[:, ::1], int64, float32)")
+@compiled(f"void({readonly(2)}, {readonly(1)}, float32[:, ::1], int64, float32)",
+          ops=("_FusedMatMul", "_TensorgateDense", "_TensorgateGelu"))
 def _bias_activation_rows(x, bias, out, activation, alpha):  # pragma: no cover - compiled
     """out = activation(x + bias) row by row (no bias when it is empty); out may be x itself."""
     rows, cols = x.shape
@@ -177,7 +178,7 @@ def activation(x: Any, name: str, alpha: float = 0.2) -> Any:
 # --- softmax --------------------------------------------------------------------------------------------
 
 
-@compiled(f"void({readonly(2)}, float32[:, ::1])")
+@compiled(f"void({readonly(2)}, float32[:, ::1])", ops=("Softmax",))
 def _softmax_rows(x, out):  # pragma: no cover - compiled
     """out = exp(x - max) / sum(exp(x - max)) row by row."""
     rows, cols = x.shape
@@ -268,7 +269,7 @@ _PAIRWISE_BLOCK = 128
 
 
 @compiled(f"void({readonly(2)}, {readonly(1)}, {readonly(1)}, float32, float32, float32[:, ::1], int64[::1], "
-          "int64[::1], int64[::1], float32[::1])")
+          "int64[::1], int64[::1], float32[::1])", ops=("_TensorgateLayerNorm",))
 def _layer_norm_rows(x, gamma, beta, inv_cols, epsilon, out, starts, lengths, program, stack):  # pragma: no cover
     """out = (x - mean) / sqrt(mean((x - mean)^2) + epsilon) * gamma + beta row by row.
 

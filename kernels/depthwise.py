@@ -30,7 +30,8 @@ _CHUNK_BYTES = 256 << 10
 
 @compiled(
     f"void({readonly(2)}, {readonly(2)}, {readonly(1)}, int64, int64, int64, int64, int64, int64, int64, int64,"
-    " int64, int64, int64, int64, int64, float32, int64, int64, int64, int64, int64, float32[:, ::1])"
+    " int64, int64, int64, int64, int64, float32, int64, int64, int64, int64, int64, float32[:, ::1])",
+    ops=("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative", "_TensorgateInvertedResidual"),
 )
 def depthwise_rows(x, w, bias, h, wd, c, kh, kw, mult, sh, sw, dh, dw, pad_t, pad_l, act, alpha,
                    oh, ow, b0, r0, r1, out):  # pragma: no cover

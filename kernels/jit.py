@@ -5,7 +5,7 @@ signatures, releasing the GIL (`nogil`) so that request threads and the engine's
 parallel; never `parallel=True`, whose threading layer aborts when two request threads enter parallel
 code at once. Kernels split work into tiles on the engine's pool (kernels.conv.run_chunks) instead.
 
-    @compiled("void(float32[:, ::1], float32[::1])")
+    @compiled("void(float32[:, ::1], float32[::1])", ops=("_FusedMatMul",))
     def _bias_rows(y, bias): ...
 
     if use_compiled(xp, compiled, x.dtype):
@@ -18,9 +18,10 @@ computes where numba is missing, where the plan was built with `PlanOptions(comp
 (the server's `TENSORGATE_COMPILED_KERNELS=false`), for dtypes other than the compiled signatures, and on
 GPUs; tests hold each compiled function to its twin.
 
-Compilation never happens on a request: `warm_up()` compiles every compiled function of the process (or
-loads it from numba's on-disk cache) when the first plan that may use them is built, which in the server
-is a version's load and warm-up. `configure(cache_dir=...)` picks the cache directory (numba's default is
+Compilation never happens on a request: each compiled function names the ops whose kernels call it, and
+`warm_up(ops)` compiles those of a plan's ops (or loads them from numba's on-disk cache) while the plan is
+built, which in the server is a version's load and warm-up (whose runs would compile any function a kernel
+used without declaring it). A model without such ops loads none. `configure(cache_dir=...)` picks the cache directory (numba's default is
 a `__pycache__` beside this package, or a per-user cache where that is read-only).
 """
 
@@ -30,7 +31,7 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,15 @@ AVAILABLE = importlib.util.find_spec("numba") is not None
 
 _FUNCTIONS: list[CompiledFunction] = []
 _LOCK = threading.Lock()
-_WARM = False
 
 
 class CompiledFunction:
     """A Python loop and its float32 signatures, compiled on first use (or by `warm_up`)."""
 
-    def __init__(self, fn: Callable[..., Any], signatures: tuple[str, ...]):
+    def __init__(self, fn: Callable[..., Any], signatures: tuple[str, ...], ops: tuple[str, ...]):
         self.py = fn  # the uncompiled loop: what tests step through, never what serving runs
         self.signatures = signatures
+        self.ops = frozenset(ops)  # the ops whose CPU kernels call it
         self.name = f"{fn.__module__}.{fn.__qualname__}"
         self._dispatcher: Any = None
         self.compile_seconds = 0.0
@@ -76,11 +77,12 @@ class CompiledFunction:
         return f"<compiled {self.name}>"
 
 
-def compiled(*signatures: str) -> Callable[[Callable[..., Any]], CompiledFunction]:
-    """Declare a compiled function for `signatures` (numba's signature strings)."""
+def compiled(*signatures: str, ops: tuple[str, ...]) -> Callable[[Callable[..., Any]], CompiledFunction]:
+    """Declare a compiled function for `signatures` (numba's signature strings), called by the CPU kernels
+    of `ops` (what warm_up compiles it for)."""
 
     def wrap(fn: Callable[..., Any]) -> CompiledFunction:
-        function = CompiledFunction(fn, signatures)
+        function = CompiledFunction(fn, signatures, tuple(ops))
         _FUNCTIONS.append(function)
         return function
 
@@ -110,17 +112,17 @@ def configure(cache_dir: str | Path | None = None) -> None:
     numba.config.CACHE_DIR = str(path)
 
 
-def warm_up() -> float:
-    """Compile (or load from the cache) every compiled function once per process; returns the seconds it
-    took (0 when already done or numba is missing). Thread-safe: concurrent callers wait for one
-    compilation."""
-    global _WARM
-    if _WARM or not AVAILABLE:
+def warm_up(ops: Iterable[str] | None = None) -> float:
+    """Compile (or load from the cache) the compiled functions that the kernels of `ops` call (all of
+    them when `ops` is None), each once per process; returns the seconds it took (0 when nothing was
+    left to do or numba is missing). Thread-safe: concurrent callers wait for one compilation."""
+    if not AVAILABLE:
         return 0.0
+    wanted = None if ops is None else frozenset(ops)
     start = time.perf_counter()
     for function in _FUNCTIONS:
-        function.compile()
-    _WARM = True
+        if function._dispatcher is None and (wanted is None or function.ops & wanted):
+            function.compile()
     return time.perf_counter() - start
 
 

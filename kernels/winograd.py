@@ -153,7 +153,8 @@ def winograd_filter(xp: Any, filt: Any) -> Any:
 # --- input transform: V = B^T d B of each tile's 4x4 input window ----------------------------------------
 
 
-@compiled("void(float32[:, :, :, ::1], int64, int64, int64, int64, int64, int64, int64, int64, float32[:, :, ::1])")
+@compiled("void(float32[:, :, :, ::1], int64, int64, int64, int64, int64, int64, int64, int64, float32[:, :, ::1])",
+          ops=("_TensorgateWinogradConv2D",))
 def _input_tiles_loop(x, pad_t, pad_l, tiles_w, b0, b1, ty0, ty1, t0, v):  # pragma: no cover
     """v[:, t0 + t] = B^T d B for the tiles of images [b0, b1), tile rows [ty0, ty1), numbered row-major
     from t0; d is the 4x4 window of NHWC x (zeros outside it)."""
@@ -240,7 +241,8 @@ def input_tiles(xp: Any, x: Any, win: Window2D, part: Chunk, v: Any, t0: int = 0
 # --- output transform: y = A^T M A, a 2x2 output block per tile ------------------------------------------
 
 
-@compiled("void(float32[:, :, ::1], int64, int64, int64, int64, int64, int64, float32[:, :, :, ::1])")
+@compiled("void(float32[:, :, ::1], int64, int64, int64, int64, int64, int64, float32[:, :, :, ::1])",
+          ops=("_TensorgateWinogradConv2D",))
 def _output_tiles_loop(m, tiles_w, b0, b1, ty0, ty1, t0, out):  # pragma: no cover
     """out[b0:b1, 2 ty0 : 2 ty1] (clipped to the output) = A^T M A of tiles t0, t0 + 1, ... (row-major)."""
     oh, ow, kk = out.shape[1], out.shape[2], out.shape[3]

@@ -70,9 +70,9 @@ class PlanOptions:
     # A loop (v1 frames or a functional While) that runs more iterations than this fails with
     # LoopLimitError instead of running away.
     max_loop_iterations: int = 100_000
-    # CPU kernels with a compiled (numba) loop use it (kernels.jit); False runs their numpy twins. Plans
-    # that use one compile every compiled loop of the process while they are built (once per process,
-    # or loaded from numba's cache), so that no request ever waits for a compiler.
+    # CPU kernels with a compiled (numba) loop use it (kernels.jit); False runs their numpy twins. A plan
+    # compiles the loops its ops' kernels call while it is built (once per process, or loaded from
+    # numba's cache), so that no request waits for a compiler.
     compiled_kernels: bool = True
 
 
@@ -272,7 +272,7 @@ class _Builder:
         if kdef.context_params:
             compiled = self.options.compiled_kernels and jit.AVAILABLE and self.kind == "cpu"
             if compiled and "compiled" in kdef.context_params:
-                jit.warm_up()
+                jit.warm_up((node.op,))
             context = {"resources": self.resources, "node_name": node.name, "compiled": compiled}
         return kdef.bind(np if node.name in self.host_nodes else self.xp, node.attrs, context)
 

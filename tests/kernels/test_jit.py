@@ -49,10 +49,16 @@ def test_use_compiled_only_for_numpy_float32_when_asked():
     assert not jit.use_compiled(object(), True, np.float32)  # cupy, or any other array module
 
 
-def test_every_compiled_function_is_declared_with_signatures():
+def test_every_compiled_function_is_declared_with_signatures_and_the_ops_that_call_it():
+    import kernels
+
     assert jit.registered(), "no compiled functions registered"
     for function in jit.registered():
         assert function.signatures, function.name
+        assert function.ops, function.name
+        for op in function.ops:
+            kdef = kernels.lookup(op, "cpu")
+            assert "compiled" in kdef.context_params, f"{op}'s kernel does not take `compiled` ({function.name})"
 
 
 @needs_numba
@@ -69,8 +75,8 @@ def test_compiled_and_twin_plans_agree():
 @needs_numba
 def test_compilation_happens_when_the_plan_is_built_and_lands_in_the_cache_dir(tmp_path):
     """In a fresh process: nothing is compiled by importing the engine or by a plan without compiled
-    kernels; building a plan with one compiles every compiled function (into the configured cache), so the
-    first run compiles nothing; a second process loads them from that cache."""
+    kernels; building a plan compiles the loops its ops' kernels call (into the configured cache) and no
+    others, so the first run compiles nothing; a second process loads them from that cache."""
     code = f"""
         import numpy as np, engine
         from kernels import jit
@@ -82,17 +88,19 @@ def test_compilation_happens_when_the_plan_is_built_and_lands_in_the_cache_dir(t
         assert not any(f._dispatcher for f in jit.registered()), "a twin plan compiled something"
         sess = engine.Session(_depthwise_graph())
         sess.plan_for(["x:0"], ["y:0"])
-        assert all(f._dispatcher for f in jit.registered()), "the plan did not compile its loops"
-        before = {{f.name: f._dispatcher.stats.cache_misses.copy() for f in jit.registered()}}
+        used = [f for f in jit.registered() if "DepthwiseConv2dNative" in f.ops]
+        assert used and all(f._dispatcher for f in used), "the plan did not compile its loops"
+        assert not any(f._dispatcher for f in jit.registered() if f not in used), "it compiled others' loops"
+        before = {{f.name: f._dispatcher.stats.cache_misses.copy() for f in used}}
         sess.run("y:0", {{"x:0": np.ones((1, 6, 6, 4), np.float32)}})
-        after = {{f.name: f._dispatcher.stats.cache_misses for f in jit.registered()}}
+        after = {{f.name: f._dispatcher.stats.cache_misses for f in used}}
         assert before == after, "a run compiled something"
-        print(sum(sum(f._dispatcher.stats.cache_hits.values()) for f in jit.registered()))
+        print(len(used), sum(sum(f._dispatcher.stats.cache_hits.values()) for f in used))
     """
     _run_python(code)
     assert list(tmp_path.rglob("*.nbi")), "nothing was written to the kernel cache directory"
-    hits = int(_run_python(code).strip().splitlines()[-1])
-    assert hits >= len(jit.registered()), "the second process did not load its kernels from the cache"
+    used, hits = map(int, _run_python(code).strip().splitlines()[-1].split())
+    assert hits >= used, "the second process did not load its kernels from the cache"
 
 
 def test_settings_reach_the_engine(monkeypatch, tmp_path):
