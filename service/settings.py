@@ -177,7 +177,7 @@ class Settings(BaseSettings):
     kernel_cache_dir: Path | None = None
     """Where compiled kernels are cached between starts (numba's cache). Unset: beside the installed
     package where that is writable, else the user's cache directory. The container image sets
-    `/tmp/tensorgate-kernels`; the first start compiles (about half a minute on 2 cores), later ones load."""
+    `/tmp/tensorgate-kernels`; the first start compiles a model's loops (seconds), later ones load them."""
 
     tune_allocator: bool = True
     """Keep freed memory in the C allocator's heap for reuse (glibc) instead of returning large blocks
