@@ -28,6 +28,11 @@ def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
     """
     if plan.dataflow is not None:
         return run_dataflow(plan.dataflow, feed_values)
+    return _run(plan, feed_values, plan.program)
+
+
+def _run(plan: Plan, feed_values: Sequence[Any], program: Sequence[tuple]) -> list[Any]:
+    """The loop: `program` is the plan's (or the same steps with their functions wrapped)."""
     slots = list(plan.initial)
     for spec, value in zip(plan.feeds, feed_values):
         slots[spec.slot] = value
@@ -35,7 +40,7 @@ def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
     # IEEE results (1/0 -> inf, log(0) -> -inf, NaN casts) are values in TensorFlow, not warnings.
     with np.errstate(all="ignore"):
         try:
-            for step, (fn, inputs, out, single, frees) in enumerate(plan.program):
+            for step, (fn, inputs, out, single, frees) in enumerate(program):
                 results = fn(*[slots[i] for i in inputs])
                 if single:
                     slots[out] = results[0]
@@ -55,35 +60,27 @@ def execute(plan: Plan, feed_values: Sequence[Any]) -> list[Any]:
 def execute_profiled(plan: Plan, feed_values: Sequence[Any]) -> tuple[list[Any], list[tuple[str, str, float]]]:
     """`execute`, also timing every instruction: (fetched values, [(node, op, seconds)] in plan order).
 
-    For benchmarks and `tensorgate` diagnostics, not for serving: the clock calls cost a little per step.
-    A dataflow plan (control flow) is timed as one step."""
-    if plan.dataflow is not None:
-        start = time.perf_counter()
-        values = run_dataflow(plan.dataflow, feed_values)
-        return values, [("(dataflow)", "(dataflow)", time.perf_counter() - start)]
-    slots = list(plan.initial)
-    for spec, value in zip(plan.feeds, feed_values):
-        slots[spec.slot] = value
-    timings: list[tuple[str, str, float]] = []
+    For benchmarks and diagnostics, not for serving: each step's function is wrapped in a timer. A
+    dataflow plan (control flow) is timed as one step."""
     clock = time.perf_counter
-    with np.errstate(all="ignore"):
-        for ins, (fn, inputs, out, single, frees) in zip(plan.instructions, plan.program):
+    if plan.dataflow is not None:
+        start = clock()
+        values = run_dataflow(plan.dataflow, feed_values)
+        return values, [("(dataflow)", "(dataflow)", clock() - start)]
+    timings: list[tuple[str, str, float]] = []
+
+    def timed(fn: Any, ins: Any) -> Any:
+        def call(*args: Any) -> Any:
             start = clock()
             try:
-                results = fn(*[slots[i] for i in inputs])
-            except EngineError:
-                raise
-            except Exception as e:
-                raise ExecutionError(ins.node, ins.op, plan.device, str(e) or type(e).__name__) from e
-            timings.append((ins.node, ins.op, clock() - start))
-            if single:
-                slots[out] = results[0]
-            else:
-                for slot, value in zip(out, results):
-                    slots[slot] = value
-            for slot in frees:
-                slots[slot] = None
-    return [slots[s] for s in plan.fetch_slots], timings
+                return fn(*args)
+            finally:
+                timings.append((ins.node, ins.op, clock() - start))
+
+        return call
+
+    program = tuple((timed(step[0], ins), *step[1:]) for ins, step in zip(plan.instructions, plan.program))
+    return _run(plan, feed_values, program), timings
 
 
 def execute_from_host(plan: Plan, host_values: Sequence[Any]) -> list[Any]:
