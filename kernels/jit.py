@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -106,10 +107,11 @@ def configure(cache_dir: str | Path | None = None) -> None:
         return
     path = Path(cache_dir)
     path.mkdir(parents=True, exist_ok=True)
+    # numba reads the variable when it is first imported; importing it here only to set it would cost a
+    # model without compiled kernels numba's import time at start-up.
     os.environ["NUMBA_CACHE_DIR"] = str(path)
-    import numba
-
-    numba.config.CACHE_DIR = str(path)
+    if "numba" in sys.modules:
+        sys.modules["numba"].config.CACHE_DIR = str(path)
 
 
 def warm_up(ops: Iterable[str] | None = None) -> float:
