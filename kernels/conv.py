@@ -382,37 +382,34 @@ def conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D, epilogue: Epilogue | 
 
     out = xp.empty((n, win.out_h, win.out_w, o), dtype=dtype)
     parts = chunks(n, win.out_h, win.out_w * kh * kw * c * out.itemsize, _PATCH_BYTES_PER_CHUNK)
-    if xp is numpy and blas.blas_threads_limited() and len(parts) >= 2:
-        # BLAS is single-threaded (kernels.blas): whole chunks (im2col copy, GEMM, epilogue) run on the
-        # pool, each reading one padded copy of the batch made up front.
-        pad_all = _pad_buffer(xp, win, n, c, dtype)
-        padded_all = _padded(xp, x.astype(dtype, copy=False), win, pad_all)
 
-        def work(p: Chunk) -> None:
-            m, pixels = p.b1 - p.b0, (p.b1 - p.b0) * (p.r1 - p.r0) * win.out_w
-            patches = xp.empty((pixels, kh * kw * c), dtype)
-            patches.reshape(m, p.r1 - p.r0, win.out_w, kh, kw, c)[...] = _windows(xp, padded_all[p.b0 : p.b1], win, p.rows)
-            block = out[p.b0 : p.b1, p.r0 : p.r1]
-            xp.matmul(patches, w_mat, out=block.reshape(pixels, o))
-            if epilogue is not None:
-                epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
-
-        run_tasks(work, parts)
-        return out
-    images = max(p.b1 - p.b0 for p in parts)
-    pad_buffer = _pad_buffer(xp, win, images, c, dtype)
-    patch_buffer = xp.empty((max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * win.out_w, kh * kw * c), dtype)
-    padded, padded_images = None, None
-    for p in parts:
-        if padded_images != (p.b0, p.b1):  # row blocks of one image share its padded copy
-            padded, padded_images = _padded(xp, x[p.b0 : p.b1], win, pad_buffer), (p.b0, p.b1)
+    def compute(p: Chunk, padded: Any, patch_buffer: Any, gemm: Callable[..., Any]) -> None:
+        """Chunk p: the windows of `padded` (its images, padded) into `patch_buffer`, one GEMM into its
+        output block, then the epilogue while the block is in cache."""
         pixels = (p.b1 - p.b0) * (p.r1 - p.r0) * win.out_w
         patches = patch_buffer[:pixels]
         patches.reshape(p.b1 - p.b0, p.r1 - p.r0, win.out_w, kh, kw, c)[...] = _windows(xp, padded, win, p.rows)
         block = out[p.b0 : p.b1, p.r0 : p.r1]  # contiguous, so reshape gives a view
-        blas.matmul(xp, patches, w_mat, out=block.reshape(pixels, o))
+        gemm(patches, w_mat, out=block.reshape(pixels, o))
         if epilogue is not None:
             epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
+
+    patch_rows = max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * win.out_w
+    if xp is numpy and blas.blas_threads_limited() and len(parts) >= 2:
+        # BLAS is single-threaded (kernels.blas): whole chunks (im2col copy, GEMM, epilogue) run on the
+        # pool, each with patches of its own, reading one padded copy of the batch made up front.
+        padded_all = _padded(xp, x.astype(dtype, copy=False), win, _pad_buffer(xp, win, n, c, dtype))
+        run_tasks(lambda p: compute(p, padded_all[p.b0 : p.b1], xp.empty((patch_rows, kh * kw * c), dtype),
+                                    xp.matmul), parts)
+        return out
+    images = max(p.b1 - p.b0 for p in parts)
+    pad_buffer = _pad_buffer(xp, win, images, c, dtype)
+    patch_buffer = xp.empty((patch_rows, kh * kw * c), dtype)
+    padded, padded_images = None, None
+    for p in parts:
+        if padded_images != (p.b0, p.b1):  # row blocks of one image share its padded copy
+            padded, padded_images = _padded(xp, x[p.b0 : p.b1], win, pad_buffer), (p.b0, p.b1)
+        compute(p, padded, patch_buffer, functools.partial(blas.matmul, xp))
     return out
 
 
