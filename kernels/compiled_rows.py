@@ -76,7 +76,7 @@ _E0, _E1, _E2, _E3, _E4, _E5 = (_f(c) for c in (
 
 
 @compiled(f"void({readonly(2)}, {readonly(1)}, float32[:, ::1], int64, float32)",
-          ops=("_FusedMatMul", "_TensorgateDense", "_TensorgateGelu"))
+          ops=("_FusedMatMul", "_TensorgateDense", "_TensorgateGelu", "_TensorgateInvertedResidual"))
 def _bias_activation_rows(x, bias, out, activation, alpha):  # pragma: no cover - compiled
     """out = activation(x + bias) row by row (no bias when it is empty); out may be x itself."""
     rows, cols = x.shape

@@ -30,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 
-from kernels import activations, conv, depthwise, fused, jit
+from kernels import compiled_rows, conv, depthwise, fused, jit
 from kernels.registry import kernel
 
 __all__ = ["inverted_residual"]
@@ -44,13 +44,6 @@ _BAND_BYTES = 1 << 20
 
 def _fused_ops(activation: str, *head: str) -> tuple[str, ...]:
     return (*head, activation) if activation else head
-
-
-def _activate(y: np.ndarray, activation: str) -> None:
-    if activation == "Relu":
-        activations.relu_into(np, y, y)
-    elif activation == "Relu6":
-        activations.relu6_into(np, y, y)
 
 
 def _twin(xp, x, ef, eb, df, db, pf, pb, addend, attrs, expand_activation, depthwise_activation, compiled):
@@ -140,8 +133,10 @@ def _banded(x, ef, eb, df, db, pf, pb, residual, win: conv.Window2D, expand_acti
         expanded = x[b, i0:i1].reshape(-1, c_in)
         if w_expand is not None:
             expanded = np.matmul(expanded, w_expand)
-            expanded += eb
-            _activate(expanded, expand_activation)
+            if expand_activation:  # the matmul epilogue's compiled pass, as a dense layer's
+                compiled_rows.bias_activation_into(expanded, eb, expand_activation)
+            else:
+                expanded += eb
         reduced = np.empty(((r1 - r0) * win.out_w, mid), np.float32)
         # The band's row 0 is image row i0, and its output row 0 is output row r0: padding shifts by both.
         depthwise.depthwise_rows(expanded, w_depthwise, db, i1 - i0, width, mid, kh, kw, 1, sh, sw, dh, dw,
