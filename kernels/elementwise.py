@@ -155,13 +155,12 @@ def round_half_to_even(xp: Any, x: Any) -> tuple[Any]:
     return (xp.asarray(xp.rint(x)),)
 
 
-def _sigmoid_into(xp: Any, x: Any, out: Any) -> None:
-    """out = sigmoid(x): with e = exp(-|x|), 1/(1+e) for x >= 0, else e/(1+e)."""
+def _sigmoid(xp: Any, x: Any) -> Any:
+    """sigmoid(x): with e = exp(-|x|), 1/(1+e) for x >= 0, else e/(1+e)."""
     e = _into(xp.exp, _into(xp.negative, xp.abs(x)))
     r = xp.reciprocal(e + _const(x, 1))
     # e/(1+e) keeps full relative precision for very negative x, where 1 - 1/(1+e) would cancel to 0.
-    xp.multiply(e, r, out=e)
-    xp.copyto(out, xp.where(x >= 0, r, e))
+    return xp.where(x >= 0, r, _into(xp.multiply, e, r))
 
 
 # Elements per chunk when a large Sigmoid runs chunk by chunk on the kernel pool: its five passes then
@@ -174,16 +173,17 @@ _SIGMOID_CHUNK = 64 << 10
 def sigmoid(xp: Any, x: Any) -> tuple[Any]:
     """1 / (1 + exp(-x)) without overflow: with e = exp(-|x|), sigmoid is 1/(1+e) for x >= 0, else e/(1+e)."""
     if xp is not np or x.size < 2 * _SIGMOID_CHUNK:
-        out = xp.empty(x.shape, dtype=x.dtype)
-        _sigmoid_into(xp, x, out)
-        return (out,)
+        return (xp.asarray(_sigmoid(xp, x)),)
     from kernels.conv import run_tasks  # conv imports modules that import this one
 
     flat_in = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(x.shape, dtype=x.dtype)
     flat_out = out.reshape(-1)
-    bounds = [(i, min(i + _SIGMOID_CHUNK, flat_in.size)) for i in range(0, flat_in.size, _SIGMOID_CHUNK)]
-    run_tasks(lambda b: _sigmoid_into(np, flat_in[b[0]:b[1]], flat_out[b[0]:b[1]]), bounds)
+
+    def chunk(bounds: tuple[int, int]) -> None:
+        flat_out[bounds[0] : bounds[1]] = _sigmoid(np, flat_in[bounds[0] : bounds[1]])
+
+    run_tasks(chunk, [(i, min(i + _SIGMOID_CHUNK, flat_in.size)) for i in range(0, flat_in.size, _SIGMOID_CHUNK)])
     return (out,)
 
 
