@@ -40,7 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import engine  # noqa: E402
-from engine import tune_allocator  # noqa: E402
 from engine.runtime.executor import execute_profiled  # noqa: E402
 from kernels import jit  # noqa: E402
 
@@ -109,8 +108,9 @@ def ort_runner(model_onnx: Path):
     return lambda x: sess.run(None, {name: x})[0]
 
 
-def our_session(model_dir: Path, compiled: bool = True) -> engine.Session:
-    options = engine.SessionOptions(plan=engine.PlanOptions(compiled_kernels=compiled))
+def our_session(model_dir: Path, compiled: bool = True, tune_allocator: bool = True) -> engine.Session:
+    # A Session tunes the allocator itself unless told not to (--no-tune-allocator).
+    options = engine.SessionOptions(plan=engine.PlanOptions(compiled_kernels=compiled), tune_allocator=tune_allocator)
     return engine.Session(engine.load_graph(model_dir / "model.pb"), options=options)
 
 
@@ -179,7 +179,7 @@ def bench_model(name: str, args: argparse.Namespace, rng: np.random.Generator) -
     inputs = {batch: make_input(case, batch, rng) for batch in batches}
 
     start = time.perf_counter()
-    sess = our_session(model_dir)
+    sess = our_session(model_dir, tune_allocator=not args.no_tune_allocator)
     load_seconds = time.perf_counter() - start
     start = time.perf_counter()
     sess.run(fetch, {feed: inputs[batches[0]]})
@@ -187,7 +187,7 @@ def bench_model(name: str, args: argparse.Namespace, rng: np.random.Generator) -
 
     runners: dict[str, Callable | None] = {"ours": lambda x: sess.run(fetch, {feed: x})}
     if args.compare:
-        twins = our_session(model_dir, compiled=False)
+        twins = our_session(model_dir, compiled=False, tune_allocator=not args.no_tune_allocator)
         runners["twins"] = lambda x: twins.run(fetch, {feed: x})
     runners["tf"] = tf_runner(model_dir / "model.pb", feed, fetch)
     runners["ort"] = ort_runner(model_dir / "model.onnx")
@@ -251,8 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--no-tune-allocator", action="store_true", help="leave glibc's allocator as it is")
     args = parser.parse_args(argv)
-    if not args.no_tune_allocator:
-        print(f"allocator tuned as the server does: {tune_allocator()}")
+    print("allocator: " + ("left as glibc configures it" if args.no_tune_allocator else "tuned by each Session, as in the server"))
     warm_up_seconds = jit.warm_up()
     print(f"compiled kernels: {len(jit.registered())} functions, warm-up {warm_up_seconds * 1e3:.0f} ms "
           f"(numba {'present' if jit.AVAILABLE else 'missing'}; once per process, from numba's cache after the first)")

@@ -66,7 +66,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from load import LAYERS, cpu_seconds, hey_command, machine_busy_seconds, mlp, run_hey, stop  # noqa: E402 - the load bench's MLP, process and hey helpers
+from load import (  # noqa: E402 - the load bench's MLP, process, hey and metrics helpers
+    LAYERS,
+    batch_counts,
+    cpu_seconds,
+    hey_command,
+    machine_busy_seconds,
+    mlp,
+    run_hey,
+    stop,
+)
 
 from engine.graph.tensors import from_array, to_array
 from service.protocols.grpc.services import INFERENCE_SERVICE, PREDICTION_SERVICE, Stub
@@ -343,16 +352,6 @@ def ready(url: str) -> bool:
     with contextlib.suppress(httpx.TransportError):
         return httpx.get(url, timeout=2).status_code == 200
     return False
-
-
-def batch_counts(url: str) -> tuple[float, float]:
-    """(rows, batches) the server has run, from its Prometheus histogram `tensorgate_batch_size`."""
-    totals = {"sum": 0.0, "count": 0.0}
-    for line in httpx.get(f"{url}/metrics").text.splitlines():
-        for kind in totals:
-            if line.startswith(f"tensorgate_batch_size_{kind}{{"):
-                totals[kind] += float(line.rsplit(" ", 1)[1])
-    return totals["sum"], totals["count"]
 
 
 # --- cells --------------------------------------------------------------------------------------------

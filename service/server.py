@@ -9,7 +9,6 @@ import time
 
 import uvicorn
 
-from engine.runtime.allocator import tune_allocator
 from service.app import create_app
 from service.observability.access_log import log_config
 from service.settings import Settings
@@ -45,8 +44,6 @@ def _config(settings: Settings, grpc_port: int | None, *, configure_logging: boo
 def serve(settings: Settings) -> None:
     """Serve until interrupted (SIGINT/SIGTERM finish in-flight requests first): HTTP on
     `settings.port`, gRPC on `settings.grpc_port` (0: no gRPC)."""
-    if settings.tune_allocator:
-        tune_allocator()
     uvicorn.Server(_config(settings, settings.grpc_port or None)).run()
 
 
