@@ -327,21 +327,24 @@ def _run_task(run: Run, task: ExampleTask, examples: np.ndarray) -> dict[str, An
 def run_classify(servable: Servable, request: classification_pb2.ClassificationRequest, run: Run, *,
                  check_method_name: bool = False) -> classification_pb2.ClassificationResponse:
     """A Classify request run directly with `run` (warm-up: no pool, no batcher, no metrics)."""
-    task = example_task(servable, request.model_spec.signature_name, CLASSIFY_METHOD, check_method_name=check_method_name)
-    examples = serialized_examples(request.input)
-    response = classification_pb2.ClassificationResponse()
-    response.result.CopyFrom(classification(task, len(examples), _run_task(run, task, examples)).to_proto())
-    fill_model_spec(response.model_spec, request.model_spec.name, request.model_spec.signature_name, servable.version)
-    return response
+    return _run_request(servable, request, run, CLASSIFY_METHOD, classification,
+                        classification_pb2.ClassificationResponse(), check_method_name)
 
 
 def run_regress(servable: Servable, request: regression_pb2.RegressionRequest, run: Run, *,
                 check_method_name: bool = False) -> regression_pb2.RegressionResponse:
     """A Regress request run directly with `run`."""
-    task = example_task(servable, request.model_spec.signature_name, REGRESS_METHOD, check_method_name=check_method_name)
+    return _run_request(servable, request, run, REGRESS_METHOD, regression, regression_pb2.RegressionResponse(),
+                        check_method_name)
+
+
+def _run_request(servable: Servable, request: Any, run: Run, method: str, result: Callable[..., Any], response: Any,
+                 check_method_name: bool) -> Any:
+    """Classify or Regress run directly: `result` (classification or regression) of the task's outputs
+    into `response`."""
+    task = example_task(servable, request.model_spec.signature_name, method, check_method_name=check_method_name)
     examples = serialized_examples(request.input)
-    response = regression_pb2.RegressionResponse()
-    response.result.CopyFrom(regression(task, len(examples), _run_task(run, task, examples)).to_proto())
+    response.result.CopyFrom(result(task, len(examples), _run_task(run, task, examples)).to_proto())
     fill_model_spec(response.model_spec, request.model_spec.name, request.model_spec.signature_name, servable.version)
     return response
 
