@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from engine import PlanOptions, SessionOptions
 from engine.devices import parse_device, resolve_device
 from service.inference.batching import BatchingOptions
+from service.memory_limits import default_request_memory
 from service.repository.archive import ArchiveLimits
 
 __all__ = ["Settings", "is_loopback", "check_device_available"]
@@ -82,6 +83,27 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64 * MiB, gt=0)
     """Largest request body accepted (after decompression); larger ones get 413. Uploads (the version
     upload and the v2 repository `load`) have their own limit, `max_upload_bytes`."""
+
+    max_response_bytes: int = Field(64 * MiB, gt=0)
+    """Largest response body sent; a response that would be larger is refused (413, naming its size and
+    this limit) before it is encoded, never half-built in memory. gRPC responses are held to it too."""
+
+    max_request_memory_bytes: int = Field(default_factory=lambda: default_request_memory(), gt=0)
+    """Most memory one request's tensors may take: a kernel whose output size depends on the values
+    or shapes a client sent (Fill, Tile, Range, BroadcastTo, Pad, OneHot, image decoders, string ops,
+    ParseExample, broadcasting) checks the size first and refuses a larger one (413, naming the node,
+    the size and this limit) instead of allocating it. Default: a quarter of the container's memory
+    limit (cgroups), else of the machine's memory."""
+
+    shutdown_grace_s: float = Field(20.0, ge=0)
+    """On SIGTERM the server first fails its readiness probes (HTTP and gRPC health), stops accepting
+    connections and finishes the requests in flight for at most this long, then exits. The chart's
+    `terminationGracePeriodSeconds` must exceed it plus the preStop delay."""
+
+    max_queued_requests: int = Field(default_factory=lambda: 64 * (os.cpu_count() or 1), ge=1)
+    """Requests that may wait for an inference thread at once; past it, a request is refused at once
+    with 503 and Retry-After (load shedding) rather than queued into a timeout. Batched models have
+    their own queue (`batching_max_enqueued_batches`, 429)."""
 
     max_upload_bytes: int = Field(4 * GiB, gt=0)
     """Largest upload body accepted (after decompression), on the two upload routes only: the version
