@@ -167,6 +167,12 @@ class TensorBundle:
     @staticmethod
     def _entry(key: str, value: bytes) -> BundleEntry:
         proto = tensor_bundle_pb2.BundleEntryProto.FromString(value)
+        shape = [int(d.size) for d in proto.shape.dim]
+        # ValueErrors: reported as an unreadable entry of the index (TensorBundle.__init__).
+        if any(size < 0 for size in shape):
+            raise ValueError(f"tensor '{key}' has shape {shape}, with a negative dimension")
+        if proto.offset < 0 or proto.size < 0:
+            raise ValueError(f"tensor '{key}' has a negative offset ({proto.offset}) or size ({proto.size})")
         slices = tuple(
             tuple((int(e.start), int(e.length) if e.HasField("length") else -1) for e in s.extent) for s in proto.slices
         )
@@ -217,8 +223,10 @@ class TensorBundle:
         path = self._data_path(entry)
         try:
             with open(path, "rb") as f:
+                # The entry's size is a claim: never allocate more than the shard holds.
+                available = max(0, os.fstat(f.fileno()).st_size - entry.offset)
                 f.seek(entry.offset)
-                data = f.read(entry.size)
+                data = f.read(min(entry.size, available))
         except OSError as e:
             raise SavedModelError(f"cannot read tensor '{key}' from '{path}': {e.strerror or e}") from e
         if len(data) != entry.size:
@@ -252,7 +260,7 @@ class TensorBundle:
 
     def _assemble(self, entry: BundleEntry) -> np.ndarray:
         dtype = np.dtype(object) if entry.dtype == _STRING else self._numeric_dtype(entry)
-        out = np.zeros(entry.shape, dtype=dtype) if dtype != np.dtype(object) else np.full(entry.shape, b"", dtype=object)
+        parts = []
         for extents in entry.slices:
             if len(extents) != len(entry.shape):
                 raise SavedModelError(f"tensor '{entry.key}' in '{self.index_path}' has a slice of rank {len(extents)}; "
@@ -263,7 +271,22 @@ class TensorBundle:
             if part_entry is None:
                 raise SavedModelError(f"the variables index '{self.index_path}' lacks slice [{where}] of tensor "
                                       f"'{entry.key}'")
-            part_entry = dataclasses.replace(part_entry, key=f"{entry.key}[{where}]")
+            if part_entry.dtype != entry.dtype:
+                raise SavedModelError(f"slice [{where}] of tensor '{entry.key}' in '{self.index_path}' has dtype "
+                                      f"{dtypes.tf_name(part_entry.dtype)}; the tensor has "
+                                      f"{dtypes.tf_name(entry.dtype)}")
+            if any(start < 0 for start, _ in extents):
+                raise SavedModelError(f"slice [{where}] of tensor '{entry.key}' in '{self.index_path}' starts below 0")
+            parts.append((extents, key, dataclasses.replace(part_entry, key=f"{entry.key}[{where}]")))
+        # The shape is a claim too: the slices' stored bytes must be able to fill it (a string element
+        # takes at least its length byte) before the whole tensor is allocated.
+        needed = math.prod(entry.shape) * (1 if dtype == np.dtype(object) else dtype.itemsize)
+        stored = sum({key: part.size for _, key, part in parts}.values())
+        if needed > stored:
+            raise SavedModelError(f"tensor '{entry.key}' in '{self.index_path}' has shape {list(entry.shape)} "
+                                  f"({needed} bytes or more), but its slices hold {stored} bytes")
+        out = np.zeros(entry.shape, dtype=dtype) if dtype != np.dtype(object) else np.full(entry.shape, b"", dtype=object)
+        for extents, _key, part_entry in parts:
             region = extent_slices(extents)
             part = self._decode(part_entry, self._read_bytes(part_entry))
             if out[region].shape != part.shape:

@@ -118,7 +118,11 @@ def _decode_input(tensor: pb.ModelInferRequest.InferInputTensor, index: int, raw
         flat = wide.astype(dtype)
         if dtype.kind in "iu" and count and not np.array_equal(flat.astype(wide.dtype), wide):
             raise BadRequest(f"input {name!r}: a value in {field} is out of range for {datatype}")
-    return v2.InferInput(name, flat.reshape(shape), parameters)
+    try:
+        array = flat.reshape(shape)
+    except ValueError as e:  # a zero-sized shape whose other dimensions overflow numpy's limits
+        raise BadRequest(f"input {name!r}: shape {shape} cannot be represented: {e}") from None
+    return v2.InferInput(name, array, parameters)
 
 
 def encode_infer_response(model: str, version: str, request_id: str | None,

@@ -1,0 +1,60 @@
+"""The SavedModel loader (engine.load_saved_model): a SavedModel TensorFlow wrote, with its
+saved_model.pb (binary or text) or its variables index mutated, loads or raises a GraphError
+(SavedModelError for what is wrong with the SavedModel itself), never another exception."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from google.protobuf import text_format
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from engine import load_saved_model
+from engine.errors import GraphError
+from engine.proto import saved_model_pb2
+from tests.fuzz.harness import MiB, call_parser, fuzz_settings
+from tests.fuzz.mutations import mutated
+from tests.fuzz.seeds import saved_model_dirs
+from tests.fuzz.test_tensor_bundle_fuzz import edited_index
+
+MODELS = saved_model_dirs()
+SAVED_MODEL_PBS = tuple((d / "saved_model.pb").read_bytes() for d in MODELS)
+SAVED_MODEL_TEXTS = tuple(text_format.MessageToString(saved_model_pb2.SavedModel.FromString(pb)).encode()
+                          for pb in SAVED_MODEL_PBS[:2])
+
+
+def load_mutated(model: Path, replaced: str, data: bytes) -> None:
+    """load_saved_model of a copy of `model` whose file `replaced` holds `data`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "1"
+        shutil.copytree(model, copy)
+        if replaced.endswith(".pbtxt"):
+            (copy / "saved_model.pb").unlink()
+        (copy / replaced).write_bytes(data)
+        size = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
+        call_parser(load_saved_model, copy, allowed=(GraphError,), memory_limit=64 * size + 32 * MiB)
+
+
+@fuzz_settings(0.5)
+@given(st.integers(0, len(MODELS) - 1), mutated(SAVED_MODEL_PBS))
+def test_mutated_saved_model_pb_loads_or_raises_a_graph_error(which: int, data: bytes) -> None:
+    load_mutated(MODELS[which], "saved_model.pb", data)
+
+
+@fuzz_settings(0.3)
+@given(st.integers(0, 1), mutated(SAVED_MODEL_TEXTS))
+@example(0, b"meta_graphs { graph_def { library { function { attr { key: 'a' value { func { attr { key: 'b' value {"
+         * 150)
+def test_mutated_saved_model_pbtxt_loads_or_raises_a_graph_error(which: int, data: bytes) -> None:
+    load_mutated(MODELS[which], "saved_model.pbtxt", data)
+
+
+@fuzz_settings(0.5)
+@given(st.integers(0, len(MODELS) - 1).flatmap(
+    lambda w: st.tuples(st.just(w), edited_index(MODELS[w] / "variables", "variables.index"))))
+def test_mutated_variables_index_loads_or_raises_a_graph_error(case) -> None:
+    which, index = case
+    load_mutated(MODELS[which], "variables/variables.index", index)
