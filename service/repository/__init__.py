@@ -298,12 +298,15 @@ class ModelRepository:
             raise Conflict(f"version {version} of model '{model}' already exists; versions are immutable: DELETE it first or upload a new version")
         created = not model_dir.exists()
         model_dir.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            self._remove(target)
+        # The old version goes aside and the new one in, two renames back to back; the old files are
+        # removed only once the new ones are in place (a crash in between: the version is absent).
+        replaced = self._move_aside(target) if target.exists() else None
         os.rename(staging, target)
         _fsync_dir(model_dir)
         if created:
             _fsync_dir(self.root)
+        if replaced is not None:
+            self.discard(replaced)
         return self.versions(model)[version]
 
     def write_version(self, model: str, version: int, files: Mapping[str, bytes], *, replace: bool = False) -> VersionFiles:
@@ -318,18 +321,28 @@ class ModelRepository:
             self.sync_staging(staging)
             return self.commit_version(model, version, staging, replace=replace)
 
-    def _remove(self, path: Path) -> None:
-        # Rename first so that the directory disappears at once for every reader, then delete it.
+    @staticmethod
+    def _move_aside(path: Path) -> Path:
+        """Rename `path` to a hidden trash name beside it, so that it disappears at once for every
+        reader; what a crash leaves there is removed at start-up (`remove_stale_staging`)."""
         trash = path.parent / f"{_TRASH_PREFIX}{path.name}-{uuid.uuid4().hex}"
         os.rename(path, trash)
         _fsync_dir(path.parent)
+        return trash
+
+    @staticmethod
+    def discard(trash: Path) -> None:
+        """Remove what `delete_version` moved aside (slow for a version of many files: call it
+        outside any lock that requests take)."""
         shutil.rmtree(trash, ignore_errors=True)
 
-    def delete_version(self, model: str, version: int) -> None:
+    def delete_version(self, model: str, version: int) -> Path:
+        """Take a version out of the repository: it is moved aside at once (one rename), and the
+        returned trash directory is for `discard` to remove."""
         target = self.model_dir(model) / str(version)
         if not target.is_dir():
             raise NotFound(f"model '{model}' has no version {version} in the repository")
-        self._remove(target)
+        return self._move_aside(target)
 
     def write_config(self, model: str, config: ModelConfig) -> None:
         """Replace config.yaml atomically (comments in a hand-written file are not kept)."""

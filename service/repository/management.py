@@ -160,8 +160,11 @@ class RepositoryManagement:
                 raise Conflict(f"version {version} of model '{name}' is labelled {', '.join(labels)}; point the label elsewhere first")
             # NOTE: a refused delete writes nothing, so it is not counted as a write.
             with self.manager.disk_write():
-                self.repository.delete_version(name, version)
+                trash = self.repository.delete_version(name, version)
                 self.manager.reconcile(name, on_disk=True)
+        # The version is gone for every reader already; removing its files may take a while (many
+        # files, a slow disk) and needs no lock.
+        self.repository.discard(trash)
 
     # --- labels ------------------------------------------------------------------------------------
 
@@ -224,10 +227,12 @@ class RepositoryManagement:
                 self._stage_version(name, version, version_files, config, staging, archive_limits)
                 staged[version] = staging
             with self.manager.disk_write():
-                if config_text is not None:
-                    self.repository.write_config(name, config)
+                # Versions before the config: a crash in between leaves the old config, whose labels
+                # name versions still there, never a config naming versions not yet renamed in.
                 for version, staging in staged.items():
                     self.repository.commit_version(name, version, staging, replace=True)
+                if config_text is not None:
+                    self.repository.write_config(name, config)
                 self.manager.reload(name)
         self.manager.wait_settled(name, timeout)
         with self.manager.locked():
