@@ -26,6 +26,7 @@ __all__ = [
     "InvalidInputError",
     "KernelNotFoundError",
     "LoopLimitError",
+    "OutOfMemoryError",
     "MissingInputError",
     "PartialRunError",
     "PartialRunLimitError",
@@ -33,10 +34,12 @@ __all__ = [
     "RendezvousAbortedError",
     "RendezvousError",
     "RequestError",
+    "ResourceLimitError",
     "SavedModelError",
     "UnfedPlaceholderError",
     "UnknownTensorError",
     "UnsupportedOpError",
+    "kernel_failure",
 ]
 
 
@@ -193,6 +196,41 @@ class LoopLimitError(ExecutionError):
             f"loop '{frame}' exceeded the limit of {limit} iterations (PlanOptions.max_loop_iterations / "
             f"TENSORGATE_MAX_LOOP_ITERATIONS)\n\t [[{{{{node {node}}}}}]]",
         )
+
+
+class ResourceLimitError(ExecutionError):
+    """A kernel would have allocated more than the per-request memory budget; refused before
+    allocating (kernels.limits). `requested` and `limit` are bytes."""
+
+    def __init__(self, node: str, op: str, device: str, requested: int, limit: int, what: str = ""):
+        self.requested, self.limit, self.what = requested, limit, what
+        subject = what or "its output"
+        super().__init__(node, op, device,
+                         f"{subject} would take {requested} bytes, more than the limit of {limit} bytes per request "
+                         "(TENSORGATE_MAX_REQUEST_MEMORY_BYTES / PlanOptions.max_request_memory_bytes)")
+
+
+class OutOfMemoryError(ExecutionError):
+    """A kernel ran out of memory (a MemoryError while it ran): the machine, not the request's budget,
+    was exhausted."""
+
+    def __init__(self, node: str, op: str, device: str, detail: str = ""):
+        extra = f" ({detail})" if detail else ""
+        super().__init__(node, op, device, f"out of memory{extra}")
+
+
+def kernel_failure(node: str, op: str, device: str, error: Exception) -> ExecutionError:
+    """The ExecutionError an executor raises for a kernel that raised `error`: a refused allocation
+    (kernels.limits.AllocationTooLarge) is a ResourceLimitError, a MemoryError an OutOfMemoryError, and
+    anything else (kernels raise whatever numpy raises) a plain ExecutionError with its message. Only
+    called on failure, so the executors' normal path pays nothing for it."""
+    from kernels.limits import AllocationTooLarge  # kernels import this module: import late
+
+    if isinstance(error, AllocationTooLarge):
+        return ResourceLimitError(node, op, device, error.requested, error.limit, error.what)
+    if isinstance(error, MemoryError):
+        return OutOfMemoryError(node, op, device, str(error))
+    return ExecutionError(node, op, device, str(error) or type(error).__name__)
 
 
 # --- partial runs ----------------------------------------------------------------------------------------

@@ -12,11 +12,13 @@ is 1 when its value occurs at all (weights are then ignored, but still checked).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from kernels.host import format_dims, host
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["bincount", "dense_bincount", "ragged_bincount"]
@@ -30,6 +32,14 @@ def _size(size: Any) -> int:
     if n < 0:
         raise ValueError(f"size ({n}) must be non-negative")
     return n
+
+
+def _check_output(rows: int | None, n: int, memory_limit: int | None, op: str) -> None:
+    """The [rows, size] output (and numpy's int64 counts) must fit in the memory limit: `size` is a value
+    a client may send."""
+    if memory_limit is not None:
+        shape = (n,) if rows is None else (rows, n)
+        check_elements(math.prod(shape), np.int64, memory_limit, f"{op} output", shape)
 
 
 def _scatter_add(xp: Any, out: Any, bins: Any, weights: Any) -> None:
@@ -65,9 +75,10 @@ def _flat_bins(xp: Any, values: Any, rows: Any | None, size: int) -> tuple[Any, 
 
 
 @kernel("Bincount")
-def bincount(xp: Any, arr: Any, size: Any, weights: Any) -> tuple:
+def bincount(xp: Any, arr: Any, size: Any, weights: Any, *, memory_limit: int | None = None) -> tuple:
     """Counts of the values of `arr` (any shape) in [0, size), or sums of their `weights`."""
     n = _size(size)
+    _check_output(None, n, memory_limit, "Bincount")
     flat = arr.reshape(-1)
     if flat.size and int(flat.min()) < 0:
         raise ValueError("Input arr must be non-negative!")
@@ -79,11 +90,13 @@ def bincount(xp: Any, arr: Any, size: Any, weights: Any) -> tuple:
 
 
 @kernel("DenseBincount")
-def dense_bincount(xp: Any, input: Any, size: Any, weights: Any, *, binary_output: bool = False) -> tuple:
+def dense_bincount(xp: Any, input: Any, size: Any, weights: Any, *, binary_output: bool = False,
+                   memory_limit: int | None = None) -> tuple:
     """Bincount of a vector into [size], or of each row of a matrix into [rows, size]."""
     if input.ndim > 2:
         raise ValueError(f"Shape must be at most rank 2 but is rank {input.ndim}")
     n = _size(size)
+    _check_output(input.shape[0] if input.ndim == 2 else None, n, memory_limit, "DenseBincount")
     if weights.size and weights.shape != input.shape:
         raise ValueError(
             "`weights` must be the same shape as `arr` or a length-0 `Tensor`, in which case it acts as all "
@@ -109,10 +122,11 @@ def dense_bincount(xp: Any, input: Any, size: Any, weights: Any, *, binary_outpu
 
 @kernel("RaggedBincount")
 def ragged_bincount(xp: Any, splits: Any, values: Any, size: Any, weights: Any, *,
-                    binary_output: bool = False) -> tuple:
+                    binary_output: bool = False, memory_limit: int | None = None) -> tuple:
     """Bincount of each row of the ragged tensor (splits, values) into [rows, size]."""
     n = _size(size)
     splits = splits.reshape(-1)
+    _check_output(max(splits.size - 1, 0), n, memory_limit, "RaggedBincount")
     flat = values.reshape(-1)
     if splits.size == 0:
         raise ValueError("Splits must be non-empty")

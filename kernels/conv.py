@@ -37,6 +37,7 @@ import numpy
 
 from kernels import blas
 from kernels.jit import use_compiled
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = [
@@ -622,11 +623,16 @@ def conv2d_backprop_input(
     explicit_paddings: tuple[int, ...] = (),
     data_format: DataFormat = "NHWC",
     dilations: tuple[int, ...] = (1, 1, 1, 1),
+    memory_limit: int | None = None,
 ):
     """The gradient of Conv2D with respect to its input (a transposed convolution): every output-gradient
     pixel scatters filter-weighted values back onto the input cells its window read."""
     sizes = [int(s) for s in input_sizes.tolist()]
     n, h, w_, c = sizes if data_format == "NHWC" else (sizes[0], sizes[2], sizes[3], sizes[1])
+    # input_sizes is a value a client may send: the output it names is allocated whole.
+    if min(sizes) >= 0:
+        check_elements(n * h * w_ * c, xp.result_type(out_backprop.dtype, filter.dtype), memory_limit,
+                       "Conv2DBackpropInput output", sizes)
     dy = to_nhwc(out_backprop, data_format)
     kh, kw, _, o = filter.shape
     win = window_from_attrs((h, w_), (kh, kw), strides, padding, explicit_paddings, data_format, dilations)

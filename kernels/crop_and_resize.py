@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["crop_and_resize"]
@@ -67,10 +68,14 @@ def _check(image: Any, boxes: Any, box_ind: Any, crop_size: Any) -> tuple[int, i
 
 @kernel("CropAndResize")
 def crop_and_resize(xp, image, boxes, box_ind, crop_size, *, method: Literal["bilinear", "nearest"] = "bilinear",
-                    extrapolation_value: float = 0.0):
+                    extrapolation_value: float = 0.0, memory_limit: int | None = None):
     """[num_boxes, crop_height, crop_width, depth] float32 crops of `image` [batch, h, w, depth]."""
     num_boxes, crop_h, crop_w = _check(image, boxes, box_ind, crop_size)
     batch, height, width, depth = image.shape
+    # crop_size is a value a client may send; bilinear sampling holds six float32 arrays of the output's size.
+    shape = (num_boxes, crop_h, crop_w, depth)
+    check_elements(6 * num_boxes * crop_h * crop_w * depth, np.float32, memory_limit,
+                   "CropAndResize output and its sampling arrays", shape)
     index = np.asarray(box_ind.tolist(), dtype=np.int64).reshape(-1)[:num_boxes]
     if index.size and (index.min() < 0 or index.max() >= batch):
         raise ValueError("box_index has values outside [0, batch_size)")

@@ -11,12 +11,14 @@ in TensorFlow; numpy may warn about them, never raise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Literal
 
 import ml_dtypes
 import numpy as np
 
+from kernels.limits import check_broadcast, check_elements
 from kernels.registry import kernel, register
 
 __all__ = [
@@ -99,8 +101,17 @@ def _unary(name: str) -> Callable[..., tuple]:
     return run
 
 
+def _check_broadcast(x: Any, y: Any, memory_limit: int | None) -> None:
+    """Broadcasting [N,1] against [1,N] makes N*N elements from 2N: refuse a result over the memory
+    limit. NOTE: the product of the sizes (what broadcasting could reach at most) times the largest
+    itemsize is a cheap upper bound: only past it is the broadcast shape worked out."""
+    if memory_limit is not None and x.size * y.size * 16 > memory_limit:
+        check_broadcast(x, y, memory_limit, "broadcast result")
+
+
 def _binary(name: str) -> Callable[..., tuple]:
-    def run(xp: Any, x: Any, y: Any) -> tuple[Any]:
+    def run(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
+        _check_broadcast(x, y, memory_limit)
         return (xp.asarray(getattr(xp, name)(x, y)),)
 
     run.__name__ = run.__qualname__ = name
@@ -232,8 +243,9 @@ def check_numerics(xp: Any, tensor: Any, *, message: str) -> tuple[Any]:
 
 
 @kernel("Div", "RealDiv")
-def div(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def div(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """Floats divide exactly; integers round toward zero, and a zero divisor is an error."""
+    _check_broadcast(x, y, memory_limit)
     if _is_integer(x.dtype):
         _check_divisor(xp, y)
         return (xp.asarray(_truncate_div_int(xp, x, y)),)
@@ -241,8 +253,9 @@ def div(xp: Any, x: Any, y: Any) -> tuple[Any]:
 
 
 @kernel("TruncateDiv")
-def truncate_div(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def truncate_div(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x / y rounded toward zero, for integers and floats alike."""
+    _check_broadcast(x, y, memory_limit)
     if _is_integer(x.dtype):
         _check_divisor(xp, y)
         return (xp.asarray(_truncate_div_int(xp, x, y)),)
@@ -250,9 +263,10 @@ def truncate_div(xp: Any, x: Any, y: Any) -> tuple[Any]:
 
 
 @kernel("FloorDiv")
-def floor_div(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def floor_div(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x / y rounded toward -inf. For floats TensorFlow computes floor(x / y), which is not numpy's
     floor_divide: 1.0 // 0.1 is 9.0 in numpy and 10.0 in TensorFlow."""
+    _check_broadcast(x, y, memory_limit)
     if _is_integer(x.dtype):
         _check_divisor(xp, y)
         return (xp.asarray(xp.floor_divide(x, y)),)
@@ -260,53 +274,61 @@ def floor_div(xp: Any, x: Any, y: Any) -> tuple[Any]:
 
 
 @kernel("FloorMod")
-def floor_mod(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def floor_mod(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """The remainder of floor division: it takes the divisor's sign (numpy's remainder)."""
+    _check_broadcast(x, y, memory_limit)
     if _is_integer(x.dtype):
         _check_divisor(xp, y)
     return (xp.asarray(xp.remainder(x, y)),)
 
 
 @kernel("TruncateMod", "Mod")
-def truncate_mod(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def truncate_mod(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """The remainder of truncating division: it takes the dividend's sign (C's fmod)."""
+    _check_broadcast(x, y, memory_limit)
     if _is_integer(x.dtype):
         _check_divisor(xp, y)
     return (xp.asarray(xp.fmod(x, y)),)
 
 
 @kernel("DivNoNan")
-def div_no_nan(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def div_no_nan(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x / y, or 0 wherever y is 0 (even for x NaN)."""
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.where(y == 0, _const(x, 0), xp.true_divide(x, y))),)
 
 
 @kernel("MulNoNan")
-def mul_no_nan(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def mul_no_nan(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x * y, or 0 wherever y is 0 (even for x NaN or infinite)."""
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.where(y == 0, _const(x, 0), xp.multiply(x, y))),)
 
 
 @kernel("Xdivy")
-def xdivy(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def xdivy(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x / y, or 0 wherever x is 0 (even for y 0 or NaN)."""
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.where(x == 0, _const(x, 0), xp.true_divide(x, y))),)
 
 
 @kernel("Xlogy")
-def xlogy(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def xlogy(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x * log(y), or 0 wherever x is 0."""
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.where(x == 0, _const(x, 0), _into(xp.multiply, xp.log(y), x))),)
 
 
 @kernel("Xlog1py")
-def xlog1py(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def xlog1py(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x * log1p(y), or 0 wherever x is 0."""
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.where(x == 0, _const(x, 0), _into(xp.multiply, xp.log1p(y), x))),)
 
 
 @kernel("SquaredDifference")
-def squared_difference(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def squared_difference(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(_into(xp.square, xp.subtract(x, y))),)
 
 
@@ -319,18 +341,22 @@ def _clamped_shift(xp: Any, x: Any, y: Any) -> Any:
 
 
 @kernel("LeftShift")
-def left_shift(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def left_shift(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.left_shift(x, _clamped_shift(xp, x, y))),)
 
 
 @kernel("RightShift")
-def right_shift(xp: Any, x: Any, y: Any) -> tuple[Any]:
+def right_shift(xp: Any, x: Any, y: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """Arithmetic shift for signed types (the sign bit fills in), logical for unsigned."""
+    _check_broadcast(x, y, memory_limit)
     return (xp.asarray(xp.right_shift(x, _clamped_shift(xp, x, y))),)
 
 
 def _equality(name: str, when_incompatible: bool) -> Callable[..., tuple]:
-    def run(xp: Any, x: Any, y: Any, *, incompatible_shape_error: bool = True) -> tuple[Any]:
+    def run(xp: Any, x: Any, y: Any, *, incompatible_shape_error: bool = True,
+            memory_limit: int | None = None) -> tuple[Any]:
+        _check_broadcast(x, y, memory_limit)
         try:
             return (xp.asarray(getattr(xp, name)(x, y)),)
         except ValueError:
@@ -361,8 +387,11 @@ def select(xp: Any, condition: Any, x: Any, y: Any) -> tuple[Any]:
 
 
 @kernel("SelectV2")
-def select_v2(xp: Any, condition: Any, t: Any, e: Any) -> tuple[Any]:
+def select_v2(xp: Any, condition: Any, t: Any, e: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x where condition, else y, all three broadcast together."""
+    if memory_limit is not None and condition.size * t.size * e.size * 16 > memory_limit:
+        shape = np.broadcast_shapes(condition.shape, t.shape, e.shape)  # incompatible: numpy's ValueError
+        check_elements(math.prod(shape), t.dtype, memory_limit, "SelectV2 output", shape)
     return (xp.asarray(xp.where(condition, t, e)),)
 
 

@@ -41,6 +41,7 @@ from kernels.feature_wire import (
     wire_dtype,
 )
 from kernels.host import format_dims
+from kernels.limits import STRING_ELEMENT_BYTES, check_bytes
 
 __all__ = [
     "DenseSpec",
@@ -237,8 +238,25 @@ class _EntryError(Exception):
     """What is wrong with one entry; the batch parser says where (name, key, index)."""
 
 
-def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: list[bytes]) -> ParsedExamples:
-    """Parse a batch of serialized Examples as TensorFlow's FastParseExample does."""
+def _check_dense_outputs(columns: list[_Column], n: int, memory_limit: int | None) -> None:
+    """The dense outputs of a batch of `n` Examples must fit in the memory limit: a missing feature takes
+    its default, so many tiny Examples make [n, *shape] outputs of defaults, and a variable-length feature
+    pads every row to the longest one."""
+    if memory_limit is None:
+        return
+    total = 0
+    for column in columns:
+        spec = column.spec
+        per = STRING_ELEMENT_BYTES if spec.dtype == STRING else spec.dtype.itemsize
+        width = spec.stride if column.kind == "dense" else max(column.counts, default=0)
+        total += n * width * per
+    check_bytes(total, memory_limit, f"dense outputs of {n} Examples")
+
+
+def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: list[bytes],
+                        memory_limit: int | None = None) -> ParsedExamples:
+    """Parse a batch of serialized Examples as TensorFlow's FastParseExample does; AllocationTooLarge when
+    the dense outputs would pass `memory_limit` (checked before they are built)."""
     columns, index = _columns(config)
     fixed = [c for c in columns if c.kind == "dense"]
     for i, example in enumerate(serialized):
@@ -257,6 +275,7 @@ def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: l
                 raise ValueError(f"Name: {name}, Feature: {as_text(column.spec.key)} (data type: "
                                  f"{tf_type_name(column.spec.dtype)}) is required but could not be found.")
     n = len(serialized)
+    _check_dense_outputs(columns[:len(config.dense)], n, memory_limit)
     return ParsedExamples(
         dense=[_dense_batch(c, n) if c.kind == "dense" else _varlen_batch(c, n) for c in columns[:len(config.dense)]],
         sparse=[_sparse_batch(c, n) for c in columns if c.kind == "sparse"],

@@ -35,10 +35,10 @@ def _check_serialized(serialized: Any, names: Any, *, scalar_ok: bool) -> None:
                          f"serialized.shape={format_dims(serialized.shape)}")
 
 
-def _parse(config: ExampleConfig, serialized: Any, names: Any) -> tuple:
+def _parse(config: ExampleConfig, serialized: Any, names: Any, memory_limit: int | None) -> tuple:
     if serialized.ndim == 0:
         return parse_single_example(config, serialized.item()).outputs()
-    return parse_example_batch(config, list(serialized), list(names.reshape(-1))).outputs()
+    return parse_example_batch(config, list(serialized), list(names.reshape(-1)), memory_limit).outputs()
 
 
 def _v2_outputs(attrs: dict) -> int:
@@ -48,7 +48,8 @@ def _v2_outputs(attrs: dict) -> int:
 @kernel("ParseExampleV2", devices=("cpu",), outputs=_v2_outputs)
 def parse_example_v2(xp: Any, serialized: Any, names: Any, sparse_keys: Any, dense_keys: Any, ragged_keys: Any,
                      *dense_defaults: Any, Tdense: tuple, num_sparse: int, sparse_types: tuple,
-                     ragged_value_types: tuple, ragged_split_types: tuple, dense_shapes: tuple) -> tuple:
+                     ragged_value_types: tuple, ragged_split_types: tuple, dense_shapes: tuple,
+                     memory_limit: int | None = None) -> tuple:
     """Parse a vector (or a scalar) of serialized Examples; keys come as 1-D string tensors."""
     _check_serialized(serialized, names, scalar_ok=True)
     dense_keys, sparse_keys, ragged_keys = (list(k.reshape(-1)) for k in (dense_keys, sparse_keys, ragged_keys))
@@ -62,7 +63,7 @@ def parse_example_v2(xp: Any, serialized: Any, names: Any, sparse_keys: Any, den
     config = ExampleConfig(dense_specs(dense_keys, Tdense, dense_shapes, dense_defaults),
                            list_specs(sparse_keys, sparse_types), list_specs(ragged_keys, ragged_value_types,
                                                                              ragged_split_types))
-    return _parse(config, serialized, names)
+    return _parse(config, serialized, names, memory_limit)
 
 
 def _v1_outputs(attrs: dict) -> int:
@@ -71,7 +72,7 @@ def _v1_outputs(attrs: dict) -> int:
 
 @kernel("ParseExample", devices=("cpu",), outputs=_v1_outputs)
 def parse_example(xp: Any, serialized: Any, names: Any, *keys_and_defaults: Any, Nsparse: int, Ndense: int,
-                  sparse_types: tuple, Tdense: tuple, dense_shapes: tuple) -> tuple:
+                  sparse_types: tuple, Tdense: tuple, dense_shapes: tuple, memory_limit: int | None = None) -> tuple:
     """Parse a vector of serialized Examples; each key comes as a scalar string input."""
     _check_serialized(serialized, names, scalar_ok=False)
     sparse_keys = [k.item() for k in keys_and_defaults[:Nsparse]]
@@ -80,7 +81,7 @@ def parse_example(xp: Any, serialized: Any, names: Any, *keys_and_defaults: Any,
         raise ValueError("len(sparse_keys) != len(sparse_types)")
     config = ExampleConfig(dense_specs(dense_keys, Tdense, dense_shapes, keys_and_defaults[Nsparse + Ndense:]),
                            list_specs(sparse_keys, sparse_types))
-    return _parse(config, serialized, names)
+    return _parse(config, serialized, names, memory_limit)
 
 
 def _single_outputs(attrs: dict) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from kernels.image_limits import check_image_size
+from kernels.limits import check_elements
 
 __all__ = ["GifError", "decode", "SIGNATURE"]
 
@@ -123,8 +124,9 @@ def _indices(frame: _Frame) -> np.ndarray:
     return np.asarray(image)
 
 
-def decode(data: bytes, *, expand_animations: bool = True) -> np.ndarray:
-    """[frames, height, width, 3] uint8 (one frame unless `expand_animations`)."""
+def decode(data: bytes, *, expand_animations: bool = True, memory_limit: int | None = None) -> np.ndarray:
+    """[frames, height, width, 3] uint8 (one frame unless `expand_animations`); AllocationTooLarge past
+    `memory_limit` bytes (counted before any frame is decoded)."""
     global_table, frames = _parse(data)
     if not frames:
         raise GifError("gif file does not contain any image")
@@ -132,6 +134,7 @@ def decode(data: bytes, *, expand_animations: bool = True) -> np.ndarray:
     height = max(f.height for f in frames)
     count = len(frames) if expand_animations else 1
     check_image_size("GIF", height, width, frames=count)
+    check_elements(count * height * width * 3, np.uint8, memory_limit, "decoded GIF", (count, height, width, 3))
     out = np.zeros((count, height, width, 3), np.uint8)
     for k in range(count):
         frame = frames[k]

@@ -5,7 +5,8 @@ As in TensorFlow, every decode op looks at the magic bytes, not at its own name:
 decode JPEG, PNG and single-frame GIF alike, DecodeGif returns any of them as [frames, h, w, 3], and only
 DecodeImage (and DecodeBmp) take BMP. The format modules hold the decoders: kernels/jpeg_codec.py,
 png_codec.py, gif_codec.py (BMP, a header and raw rows, is here). Declared sizes are checked against
-kernels/image_limits.py before anything is allocated. WebP and JPEG XL, which DecodeImage also reads in
+kernels/image_limits.py, and against the request's memory limit (kernels.limits; read from the header,
+before decoding), before anything is allocated. WebP and JPEG XL, which DecodeImage also reads in
 TensorFlow, are refused with TensorFlow's unknown-format error.
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 from kernels import gif_codec, jpeg_codec, png_codec
 from kernels.host import format_dims
 from kernels.image_limits import check_image_size
+from kernels.limits import check_bytes
 from kernels.registry import kernel
 
 __all__ = ["decode_image", "extract_jpeg_shape", "encode_jpeg", "encode_png"]
@@ -102,6 +104,41 @@ def _decode_bmp(data: bytes, channels: int) -> np.ndarray:
     return np.concatenate([rgb, alpha], axis=2)
 
 
+def _declared_size(fmt: str, data: bytes, channels: int, ratio: int) -> tuple[int, int, int] | None:
+    """(height, width, channels) as the header declares them, read without decoding; None when the header
+    cannot be read (the decoder then reports the problem) or for GIF (gif_codec counts its frames)."""
+    try:
+        if fmt == _JPEG:
+            header = jpeg_codec.read_header(data)
+            return -(-header.height // ratio), -(-header.width // ratio), channels or min(header.components, 3)
+        if fmt == _PNG and len(data) >= 24 and data[12:16] == b"IHDR":
+            width, height = struct.unpack_from(">II", data, 16)
+            return height, width, channels or 4
+        if fmt == _BMP and len(data) >= 32:
+            width, height = struct.unpack_from("<ii", data, 18)
+            return abs(height), max(width, 0), channels or 4
+    except (jpeg_codec.JpegError, struct.error):
+        return None
+    return None
+
+
+def _check_budget(op: str, fmt: str, data: bytes, channels: int, dtype: np.dtype, ratio: int,
+                  memory_limit: int | None) -> None:
+    """A small file may declare a huge image: its decoded size (the uint8 or uint16 pixels, and their
+    conversion to `dtype`) must fit in the request's memory limit, checked from the header before decoding.
+    kernels.image_limits' fixed pixel cap applies on top."""
+    if memory_limit is None:
+        return
+    declared = _declared_size(fmt, data, channels, ratio)
+    if declared is None:
+        return
+    height, width, depth = declared
+    per_value = 2 if fmt == _PNG and dtype != np.uint8 else 1
+    if dtype != np.uint8:
+        per_value += dtype.itemsize
+    check_bytes(height * width * depth * per_value, memory_limit, f"{op} decoded image", (height, width, depth))
+
+
 def _wrong_op(fmt: str, op: str) -> ValueError:
     if op == "DecodeAndCropJpeg":
         return ValueError(f"DecodeAndCropJpeg operation can run on JPEG only, but detected {fmt}.")
@@ -114,12 +151,14 @@ def _wrong_op(fmt: str, op: str) -> ValueError:
 
 
 def _decode(op: str, data: bytes, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8),
-            expand_animations: bool = True, jpeg: dict | None = None, crop: Any = None) -> np.ndarray:
+            expand_animations: bool = True, jpeg: dict | None = None, crop: Any = None,
+            memory_limit: int | None = None) -> np.ndarray:
     """TensorFlow's DecodeImageV2Op::Compute for `op`, on the bytes of one image."""
     fmt = _format(data)
     if fmt is None:
         raise ValueError("Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.")
     dtype = np.dtype(dtype)
+    _check_budget(op, fmt, data, channels, dtype, (jpeg or {}).get("ratio", 1), memory_limit)
     if fmt == _JPEG:
         if channels not in (0, 1, 3):
             raise ValueError("JPEG does not support 4 channels")
@@ -148,7 +187,7 @@ def _decode(op: str, data: bytes, *, channels: int = 0, dtype: np.dtype = np.dty
         if op in ("DecodeBmp", "DecodeAndCropJpeg"):
             raise _wrong_op(fmt, op)
         expand = expand_animations or op in ("DecodePng", "DecodeJpeg", "DecodeGif")
-        frames = gif_codec.decode(data, expand_animations=expand)
+        frames = gif_codec.decode(data, expand_animations=expand, memory_limit=memory_limit)
         if op in ("DecodePng", "DecodeJpeg"):
             if frames.shape[0] != 1:
                 raise ValueError(f"Got {frames.shape[0]} frames, but animated gifs can only be decoded by "
@@ -181,56 +220,58 @@ def _jpeg_options(ratio: int, fancy_upscaling: bool, try_recover_truncated: bool
 
 @kernel("DecodeJpeg", devices=("cpu",))
 def decode_jpeg(xp, contents, *, channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
-                try_recover_truncated: bool = False, acceptable_fraction: float = 1.0, dct_method: str = ""):
+                try_recover_truncated: bool = False, acceptable_fraction: float = 1.0, dct_method: str = "",
+                memory_limit: int | None = None):
     """[height, width, channels] uint8 of a JPEG (or PNG, or one-frame GIF)."""
     _check_channels(channels)
     options = _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method)
-    return (_decode("DecodeJpeg", _contents(contents), channels=channels, jpeg=options),)
+    return (_decode("DecodeJpeg", _contents(contents), channels=channels, jpeg=options, memory_limit=memory_limit),)
 
 
 @kernel("DecodeAndCropJpeg", devices=("cpu",))
 def decode_and_crop_jpeg(xp, contents, crop_window, *, channels: int = 0, ratio: int = 1,
                          fancy_upscaling: bool = True, try_recover_truncated: bool = False,
-                         acceptable_fraction: float = 1.0, dct_method: str = ""):
+                         acceptable_fraction: float = 1.0, dct_method: str = "", memory_limit: int | None = None):
     """The [y, x, height, width] window of a JPEG, decoding only the rows and iMCU columns it needs."""
     _check_channels(channels)
     options = _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method)
     return (_decode("DecodeAndCropJpeg", _contents(contents), channels=channels, jpeg=options,
-                    crop=np.asarray(crop_window)),)
+                    crop=np.asarray(crop_window), memory_limit=memory_limit),)
 
 
 @kernel("DecodePng", devices=("cpu",))
-def decode_png(xp, contents, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8)):
+def decode_png(xp, contents, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8),
+               memory_limit: int | None = None):
     """[height, width, channels] uint8 or uint16 of a PNG (or JPEG, or one-frame GIF)."""
     _check_channels(channels)
     if np.dtype(dtype) not in (np.uint8, np.uint16):
         raise ValueError(f"`dtype` for `DecodePng` must be unit8, unit16 but got: {np.dtype(dtype).name}")
-    return (_decode("DecodePng", _contents(contents), channels=channels, dtype=dtype),)
+    return (_decode("DecodePng", _contents(contents), channels=channels, dtype=dtype, memory_limit=memory_limit),)
 
 
 @kernel("DecodeGif", devices=("cpu",))
-def decode_gif(xp, contents):
+def decode_gif(xp, contents, *, memory_limit: int | None = None):
     """[frames, height, width, 3] uint8 of a GIF (a JPEG or PNG as one frame)."""
-    return (_decode("DecodeGif", _contents(contents), channels=3),)
+    return (_decode("DecodeGif", _contents(contents), channels=3, memory_limit=memory_limit),)
 
 
 @kernel("DecodeBmp", devices=("cpu",))
-def decode_bmp(xp, contents, *, channels: int = 0):
+def decode_bmp(xp, contents, *, channels: int = 0, memory_limit: int | None = None):
     """[height, width, channels] uint8 of an uncompressed BMP."""
     _check_channels(channels)
-    return (_decode("DecodeBmp", _contents(contents), channels=channels),)
+    return (_decode("DecodeBmp", _contents(contents), channels=channels, memory_limit=memory_limit),)
 
 
 @kernel("DecodeImage", devices=("cpu",))
 def decode_image(xp, contents, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8),
-                 expand_animations: bool = True):
+                 expand_animations: bool = True, memory_limit: int | None = None):
     """Any of JPEG, PNG, GIF, BMP; GIFs as [frames, h, w, 3] when `expand_animations`; dtype uint8, uint16
     or float32 scaled to [0, 1]."""
     _check_channels(channels)
     if np.dtype(dtype) not in (np.uint8, np.uint16, np.float32):
         raise ValueError(f"`dtype` for `DecodeImage` must be unit8, unit16, float but got: {np.dtype(dtype).name}")
     return (_decode("DecodeImage", _contents(contents), channels=channels, dtype=dtype,
-                    expand_animations=expand_animations),)
+                    expand_animations=expand_animations, memory_limit=memory_limit),)
 
 
 @kernel("ExtractJpegShape", devices=("cpu",))

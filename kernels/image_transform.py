@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from kernels.host import format_dims, host_vector
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["image_projective_transform_v2", "image_projective_transform_v3"]
@@ -184,9 +185,13 @@ def _sample(xp: Any, images: Any, transforms: Any, height: int, width: int, fill
 
 
 def _project(xp: Any, images: Any, transforms: Any, output_shape: Any, fill: float, interpolation: str,
-             fill_mode: str) -> Any:
+             fill_mode: str, memory_limit: int | None) -> Any:
     height, width = _checked_output_size(images, transforms, output_shape)
     batch, _, _, channels = images.shape
+    # The output shape is a value a client may send; the sampling's float32 coordinates and weights
+    # take several times the output: count four float32 values per output value.
+    check_elements(4 * batch * height * width * channels, np.float32, memory_limit,
+                   "ImageProjectiveTransform output and its sampling arrays", (batch, height, width, channels))
     # NOTE: infinite and NaN coordinates (projections near 0) go through the same arithmetic as in C, and
     # float -> int conversions of them give what x86 gives: numpy's warnings about them are expected.
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -198,17 +203,19 @@ def _project(xp: Any, images: Any, transforms: Any, output_shape: Any, fill: flo
 
 @kernel("ImageProjectiveTransformV3")
 def image_projective_transform_v3(xp, images, transforms, output_shape, fill_value, *,
-                                  interpolation: Interpolation, fill_mode: FillMode = "CONSTANT"):
+                                  interpolation: Interpolation, fill_mode: FillMode = "CONSTANT",
+                                  memory_limit: int | None = None):
     """`images` [N, H, W, C] sampled through `transforms` ([N or 1, 8], output -> input) into an
     `output_shape` = [new_height, new_width] image; points outside read the scalar `fill_value`."""
     if fill_value.ndim != 0:
         _checked_output_size(images, transforms, output_shape)
         raise ValueError(f"fill_value must be a scalar{format_dims(fill_value.shape)}")
-    return (_project(xp, images, transforms, output_shape, float(fill_value), interpolation, fill_mode),)
+    return (_project(xp, images, transforms, output_shape, float(fill_value), interpolation, fill_mode, memory_limit),)
 
 
 @kernel("ImageProjectiveTransformV2")
 def image_projective_transform_v2(xp, images, transforms, output_shape, *,
-                                  interpolation: Interpolation, fill_mode: FillMode = "CONSTANT"):
+                                  interpolation: Interpolation, fill_mode: FillMode = "CONSTANT",
+                                  memory_limit: int | None = None):
     """ImageProjectiveTransformV3 with a fill value of 0."""
-    return (_project(xp, images, transforms, output_shape, 0.0, interpolation, fill_mode),)
+    return (_project(xp, images, transforms, output_shape, 0.0, interpolation, fill_mode, memory_limit),)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kernels.host import format_dims, host, host_scalar
+from kernels.limits import check_bytes, check_elements
 from kernels.registry import kernel
 
 __all__ = [
@@ -176,10 +177,11 @@ def gather_nd(xp: Any, params: Any, indices: Any, *, bad_indices_policy: BadIndi
 
 @kernel("ScatterNd")
 def scatter_nd(
-    xp: Any, indices: Any, updates: Any, shape: Any, *, bad_indices_policy: BadIndicesPolicy = ""
+    xp: Any, indices: Any, updates: Any, shape: Any, *, bad_indices_policy: BadIndicesPolicy = "",
+    memory_limit: int | None = None,
 ) -> tuple:
     """Zeros of `shape` with `updates` added at the index rows of `indices` (duplicates sum)."""
-    out_shape = tuple(host(shape))
+    out_shape = tuple(int(d) for d in host(shape))
     if indices.ndim < 1:
         raise ValueError(f"indices must be at least a vector, got shape {format_dims(indices.shape)}")
     k = indices.shape[-1]
@@ -188,6 +190,8 @@ def scatter_nd(
             f"Dimensions mismatch: indices {format_dims(indices.shape)}, updates {format_dims(updates.shape)}, "
             f"shape {format_dims(out_shape)}: updates must have shape indices.shape[:-1] + shape[indices.shape[-1]:]"
         )
+    if all(d >= 0 for d in out_shape):
+        check_elements(math.prod(out_shape), updates.dtype, memory_limit, "ScatterNd output", out_shape)
     out = xp.zeros(out_shape, dtype=updates.dtype)
     if updates.size == 0:
         return (out,)
@@ -211,7 +215,8 @@ def scatter_nd(
 
 
 @kernel("OneHot")
-def one_hot(xp: Any, indices: Any, depth: Any, on_value: Any, off_value: Any, *, axis: int = -1) -> tuple:
+def one_hot(xp: Any, indices: Any, depth: Any, on_value: Any, off_value: Any, *, axis: int = -1,
+            memory_limit: int | None = None) -> tuple:
     """`on_value` where the new `axis` position equals the index, `off_value` elsewhere.
 
     Indices outside [0, depth), negative ones included, give a row of `off_value`.
@@ -223,6 +228,9 @@ def one_hot(xp: Any, indices: Any, depth: Any, on_value: Any, off_value: Any, *,
     if axis != -1 and not 0 <= axis < out_rank:
         raise ValueError(f"Expected axis to be -1 or between [0, {out_rank}).  But received: {axis}")
     at = indices.ndim if axis == -1 else axis
+    # The boolean mask and the output: one byte plus an output element per cell.
+    check_bytes(indices.size * d * (on_value.dtype.itemsize + 1), memory_limit, "OneHot output",
+                indices.shape[:at] + (d,) + indices.shape[at:])
     # Compare the indices, with a size-1 dim at `at`, against 0..depth-1 laid along that dim.
     classes = xp.arange(d, dtype=np.int64).reshape((d,) + (1,) * (indices.ndim - at))
     hot = xp.expand_dims(indices, at) == classes

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.limits import check_bytes
 from kernels.registry import kernel
 
 __all__ = ["to_numpy", "verify_splits", "ragged_range", "ragged_gather", "ragged_tensor_to_sparse"]
@@ -80,7 +81,8 @@ def _range_sizes(starts: np.ndarray, limits: np.ndarray, deltas: np.ndarray, spl
 
 
 @kernel("RaggedRange", outputs=2)
-def ragged_range(xp: Any, starts: Any, limits: Any, deltas: Any, *, Tsplits: np.dtype = np.dtype(np.int64)) -> tuple:
+def ragged_range(xp: Any, starts: Any, limits: Any, deltas: Any, *, Tsplits: np.dtype = np.dtype(np.int64),
+                 memory_limit: int | None = None) -> tuple:
     """(splits, values): row i is range(starts[i], limits[i], deltas[i]); scalars broadcast to every row."""
     for name, t in (("starts", starts), ("limits", limits), ("deltas", deltas)):
         if t.ndim > 1:
@@ -91,6 +93,9 @@ def ragged_range(xp: Any, starts: Any, limits: Any, deltas: Any, *, Tsplits: np.
     rows = sizes[0] if sizes else 1
     s, lim, d = (np.broadcast_to(to_numpy(t).reshape(-1), (rows,)) for t in (starts, limits, deltas))
     counts = _range_sizes(s, lim, d, np.dtype(Tsplits)) if rows else np.zeros(0, np.int64)
+    # The values and the int64 row and step indices built on the way.
+    total = int(counts.sum(dtype=object)) if rows else 0
+    check_bytes(total * (starts.dtype.itemsize + 24), memory_limit, "RaggedRange values", (total,))
     splits = np.concatenate(([0], np.cumsum(counts))).astype(Tsplits)
     dtype = starts.dtype
     if np.issubdtype(dtype, np.integer):

@@ -15,6 +15,7 @@ import numpy as np
 
 from engine.graph.dtypes import tf_name_of_numpy
 from kernels.host import format_dims
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["decode_raw", "decode_padded_raw"]
@@ -52,7 +53,7 @@ def decode_raw(xp: Any, strings: Any, *, out_type: np.dtype, little_endian: bool
 
 @kernel("DecodePaddedRaw", devices=("cpu",))
 def decode_padded_raw(xp: Any, input_bytes: Any, fixed_length: Any, *, out_type: np.dtype,
-                      little_endian: bool = True) -> tuple:
+                      little_endian: bool = True, memory_limit: int | None = None) -> tuple:
     """Each string's first `fixed_length` bytes (zero-padded) as a vector of `out_type` values."""
     if fixed_length.ndim != 0:
         raise ValueError(f"k must be scalar, got shape {format_dims(fixed_length.shape)}")
@@ -61,6 +62,9 @@ def decode_padded_raw(xp: Any, input_bytes: Any, fixed_length: Any, *, out_type:
         raise ValueError(f"fixed_length ({length}) must be a multiple of the size of out_type ({out_type.itemsize})")
     if length <= 0:
         raise ValueError(f"fixed_length ({length}) must be greater than zero.")
+    # fixed_length is a value a client may send: the padded bytes are built, then viewed as the output.
+    check_elements(2 * input_bytes.size * length, np.uint8, memory_limit, "DecodePaddedRaw output",
+                   (*input_bytes.shape, length // out_type.itemsize))
     flat = input_bytes.reshape(-1).tolist()
     data = b"".join(s[:length].ljust(length, b"\0") for s in flat)
     values = _from_bytes(data, out_type, little_endian)

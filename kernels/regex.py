@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import re2
 
+from kernels.limits import STRING_ELEMENT_BYTES, AllocationTooLarge, check_bytes
 from kernels.registry import kernel
 from kernels.string_tensors import as_bytes, flat_strings, message_text, scalar_string, string_array
 
@@ -82,7 +83,19 @@ def _parse_rewrite(rewrite: bytes) -> _Rewrite:
     return _Rewrite(tuple(p for p in pieces if p != b""), complete, max_group)
 
 
-def _write(out: bytearray, rewrite: _Rewrite, text: bytes, match: Any) -> None:
+class _TooLong(Exception):
+    """A rewritten string would pass the room left in the memory limit (`size`: its length so far)."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+
+def _write(out: bytearray, rewrite: _Rewrite, text: bytes, match: Any, room: int | None = None) -> None:
+    if room is not None:
+        # NOTE: a rewrite repeating \0 copies the match as often: the size is checked before writing.
+        size = sum(len(p) if isinstance(p, bytes) else max(match.end(p) - match.start(p), 0) for p in rewrite.pieces)
+        if len(out) + size > room:
+            raise _TooLong(len(out) + size)
     for piece in rewrite.pieces:
         if isinstance(piece, bytes):
             out += piece
@@ -115,7 +128,7 @@ def _utf8_step(text: bytes, p: int) -> int:
     return size if smallest <= rune <= 0x10FFFF else 1
 
 
-def _replace_first(regex: Any, text: bytes, rewrite: _Rewrite) -> bytes:
+def _replace_first(regex: Any, text: bytes, rewrite: _Rewrite, room: int | None = None) -> bytes:
     """RE2::Replace: the first match rewritten; the text unchanged when nothing matches or the rewrite is bad."""
     if rewrite.max_group > regex.groups or not rewrite.complete:
         return text
@@ -123,12 +136,12 @@ def _replace_first(regex: Any, text: bytes, rewrite: _Rewrite) -> bytes:
     if match is None:
         return text
     out = bytearray(text[:match.start()])
-    _write(out, rewrite, text, match)
+    _write(out, rewrite, text, match, room)
     out += text[match.end():]
     return bytes(out)
 
 
-def _replace_all(regex: Any, text: bytes, rewrite: _Rewrite) -> bytes:
+def _replace_all(regex: Any, text: bytes, rewrite: _Rewrite, room: int | None = None) -> bytes:
     """RE2::GlobalReplace: every match rewritten, left to right, no match overlapping the one before."""
     if rewrite.max_group > regex.groups:
         return text
@@ -146,7 +159,7 @@ def _replace_all(regex: Any, text: bytes, rewrite: _Rewrite) -> bytes:
             out += text[p:p + step]
             p += step
             continue
-        _write(out, rewrite, text, match)
+        _write(out, rewrite, text, match, room)
         p = last_end = end
         count += 1
     if count == 0:
@@ -155,11 +168,25 @@ def _replace_all(regex: Any, text: bytes, rewrite: _Rewrite) -> bytes:
     return bytes(out)
 
 
-def _replace(input: Any, pattern: bytes, rewrite: bytes, replace_global: bool) -> np.ndarray:
+def _replace(input: Any, pattern: bytes, rewrite: bytes, replace_global: bool, memory_limit: int | None,
+             op: str) -> np.ndarray:
     regex = _compile(pattern)
     parsed = _parse_rewrite(rewrite)
     replace = _replace_all if replace_global else _replace_first
-    return string_array([replace(regex, s, parsed) for s in flat_strings(input)], np.shape(input))
+    if memory_limit is None:
+        return string_array([replace(regex, s, parsed) for s in flat_strings(input)], np.shape(input))
+    # A rewrite can make every string longer many times over (an empty pattern matches between every two
+    # bytes): the output's bytes are counted as they are written, and refused past the memory limit.
+    out, used = [], 0
+    for s in flat_strings(input):
+        try:
+            text = replace(regex, s, parsed, memory_limit - used)
+        except _TooLong as e:
+            raise AllocationTooLarge(used + e.size, memory_limit, f"{op} output (at least)") from None
+        used += len(text) + STRING_ELEMENT_BYTES
+        check_bytes(used, memory_limit, f"{op} output (at least)")
+        out.append(text)
+    return string_array(out, np.shape(input))
 
 
 def _full_match(input: Any, pattern: bytes) -> np.ndarray:
@@ -171,18 +198,19 @@ def _full_match(input: Any, pattern: bytes) -> np.ndarray:
 # Strings are Python objects: these run on the host only (so `xp` is numpy).
 @kernel("StaticRegexReplace", devices=("cpu",))
 def static_regex_replace(xp: Any, input: Any, *, pattern: str | bytes, rewrite: str | bytes,
-                         replace_global: bool = True) -> tuple:
+                         replace_global: bool = True, memory_limit: int | None = None) -> tuple:
     """Each string with the first match (every match, with replace_global) of `pattern` rewritten."""
-    return (_replace(input, as_bytes(pattern), as_bytes(rewrite), replace_global),)
+    return (_replace(input, as_bytes(pattern), as_bytes(rewrite), replace_global, memory_limit, "StaticRegexReplace"),)
 
 
 @kernel("RegexReplace", devices=("cpu",))
-def regex_replace(xp: Any, input: Any, pattern: Any, rewrite: Any, *, replace_global: bool = True) -> tuple:
+def regex_replace(xp: Any, input: Any, pattern: Any, rewrite: Any, *, replace_global: bool = True,
+                  memory_limit: int | None = None) -> tuple:
     """StaticRegexReplace with the pattern and rewrite given as scalar string tensors."""
     pattern_bytes = scalar_string(pattern, "Pattern must be scalar, but received ")
     _compile(pattern_bytes)  # NOTE: TensorFlow reports a bad pattern before a non-scalar rewrite
     rewrite_bytes = scalar_string(rewrite, "Rewrite must be scalar, but received ")
-    return (_replace(input, pattern_bytes, rewrite_bytes, replace_global),)
+    return (_replace(input, pattern_bytes, rewrite_bytes, replace_global, memory_limit, "RegexReplace"),)
 
 
 @kernel("StaticRegexFullMatch", devices=("cpu",))

@@ -15,11 +15,14 @@ Keyword-only parameters without defaults are required attrs; a `Literal[...]` an
 values an attr may take, and binding rejects others. Kernels must never modify their inputs: constant
 arrays are shared between runs.
 
-Three keyword-only parameter names are not attrs but context, given by the planner when it binds the
+Four keyword-only parameter names are not attrs but context, given by the planner when it binds the
 kernel: `resources`, the session's ResourceManager (engine.runtime.resources), for ops that create or
 look up state living across runs (variables, lookup tables); `node_name`, the node's name (TensorFlow
-names a resource after its node when no `shared_name` is given); and `compiled`, whether the kernel may
-call its compiled (numba) loops rather than their numpy twins (kernels.jit; PlanOptions.compiled_kernels):
+names a resource after its node when no `shared_name` is given); `compiled`, whether the kernel may
+call its compiled (numba) loops rather than their numpy twins (kernels.jit; PlanOptions.compiled_kernels);
+and `memory_limit`, the most bytes one request may allocate (PlanOptions.max_request_memory_bytes; None,
+unlimited, when bound outside a plan), which kernels whose output size depends on input values check
+before allocating (kernels.limits):
 
     @kernel("VarHandleOp", devices=("cpu",), stateful=True)
     def var_handle(xp, *, dtype, shape, shared_name="", resources, node_name): ...
@@ -62,7 +65,7 @@ __all__ = [
 DEVICES = ("cpu", "gpu")
 
 # Keyword-only kernel parameters filled from the plan's context, not from the node's attrs.
-CONTEXT_PARAMS = ("resources", "node_name", "compiled")
+CONTEXT_PARAMS = ("resources", "node_name", "compiled", "memory_limit")
 
 OutputCount = int | Callable[[Mapping[str, Any]], int]
 
@@ -127,6 +130,9 @@ class KernelDef:
         for name in self.context_params:
             if name == "compiled" and (context is None or name not in context):
                 bound[name] = False  # bound outside a plan (constant folding): the numpy twin
+                continue
+            if name == "memory_limit" and (context is None or name not in context):
+                bound[name] = None  # bound outside a plan: no limit
                 continue
             if context is None or name not in context:
                 raise ValueError(f"the kernel of '{self.op}' needs '{name}' from its plan, which was not given")

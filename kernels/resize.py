@@ -14,8 +14,10 @@ scale_and_translate.py); the v1 API and Keras' legacy paths use these ops.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["resize_area", "resize_bicubic", "resize_bilinear", "resize_nearest_neighbor"]
@@ -25,6 +27,13 @@ def _scale(xp: Any, in_size: int, out_size: int, align_corners: bool) -> Any:
     if align_corners and out_size > 1:
         return xp.float32(in_size - 1) / xp.float32(out_size - 1)
     return xp.float32(in_size) / xp.float32(out_size)
+
+
+def _check_output(images: Any, out_h: int, out_w: int, dtype: Any, memory_limit: int | None, op: str) -> None:
+    """The output size is a value a client may send: refuse one over the memory limit before resizing."""
+    if memory_limit is not None:
+        shape = (images.shape[0], out_h, out_w, images.shape[-1]) if images.ndim == 4 else (out_h, out_w)
+        check_elements(math.prod(shape), dtype, memory_limit, f"{op} output", shape)
 
 
 def _out_size(size: Any) -> tuple[int, int]:
@@ -47,10 +56,12 @@ def _linear_taps(xp: Any, in_size: int, out_size: int, align_corners: bool, half
 
 
 @kernel("ResizeBilinear")
-def resize_bilinear(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False):
+def resize_bilinear(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False,
+                    memory_limit: int | None = None):
     """Bilinear interpolation to `size` = [new_height, new_width]; the result is always float32."""
     n, h, w, c = images.shape
     out_h, out_w = _out_size(size)
+    _check_output(images, out_h, out_w, "float32", memory_limit, "ResizeBilinear")
     y0, y1, y_lerp = _linear_taps(xp, h, out_h, align_corners, half_pixel_centers)
     x0, x1, x_lerp = _linear_taps(xp, w, out_w, align_corners, half_pixel_centers)
     x_lerp = x_lerp[:, None]
@@ -77,10 +88,12 @@ def _nearest_index(xp: Any, in_size: int, out_size: int, align_corners: bool, ha
 
 
 @kernel("ResizeNearestNeighbor")
-def resize_nearest_neighbor(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False):
+def resize_nearest_neighbor(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False,
+                            memory_limit: int | None = None):
     """Nearest-neighbour resizing to `size` = [new_height, new_width]; keeps the input dtype."""
     _, h, w, _ = images.shape
     out_h, out_w = _out_size(size)
+    _check_output(images, out_h, out_w, images.dtype, memory_limit, "ResizeNearestNeighbor")
     rows = _nearest_index(xp, h, out_h, align_corners, half_pixel_centers)
     cols = _nearest_index(xp, w, out_w, align_corners, half_pixel_centers)
     return (images[:, rows][:, :, cols],)
@@ -150,12 +163,14 @@ def _check_resize(images: Any, size: Any, align_corners: bool, half_pixel_center
 
 
 @kernel("ResizeBicubic")
-def resize_bicubic(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False):
+def resize_bicubic(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False,
+                   memory_limit: int | None = None):
     """Bicubic interpolation to `size` = [new_height, new_width] over a 4x4 neighbourhood; float32 out.
 
     As in TensorFlow, each of the 4 source columns is first interpolated over the 4 rows, then the 4
     results over the columns, each a left-to-right float32 sum of value * weight."""
     out_h, out_w = _check_resize(images, size, align_corners, half_pixel_centers)
+    _check_output(images, out_h, out_w, "float32", memory_limit, "ResizeBicubic")
     _, h, w, _ = images.shape
     rows, row_w = _cubic_taps(xp, h, out_h, align_corners, half_pixel_centers)
     cols, col_w = _cubic_taps(xp, w, out_w, align_corners, half_pixel_centers)
@@ -192,7 +207,7 @@ def _area_spans(in_size: int, out_size: int, scale: Any):
 
 
 @kernel("ResizeArea")
-def resize_area(xp, images, size, *, align_corners: bool = False):
+def resize_area(xp, images, size, *, align_corners: bool = False, memory_limit: int | None = None):
     """Area-weighted average of the input pixels each output pixel covers; float32 out.
 
     Summation follows TensorFlow's order: along a row, the first pixel times its share, the inner pixels
@@ -201,6 +216,7 @@ def resize_area(xp, images, size, *, align_corners: bool = False):
     import numpy as np
 
     out_h, out_w = _check_resize(images, size, align_corners, False)
+    _check_output(images, out_h, out_w, "float32", memory_limit, "ResizeArea")
     _, h, w, _ = images.shape
     # NOTE: as for bicubic, TensorFlow 2.21 maps a one-pixel side by in / out even with align_corners.
     h_scale = np.float32(_scale(np, h, out_h, align_corners and h > 1))

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["scale_and_translate", "SAMPLING_KERNELS"]
@@ -169,7 +170,7 @@ def _pair(t: Any, name: str) -> tuple[float, float]:
 
 @kernel("ScaleAndTranslate")
 def scale_and_translate(xp, images, size, scale, translation, *, kernel_type: str = "lanczos3",
-                        antialias: bool = True):
+                        antialias: bool = True, memory_limit: int | None = None):
     """Resample `images` [batch, h, w, c] to `size` with `kernel_type`; float32 out."""
     if kernel_type not in SAMPLING_KERNELS:
         raise ValueError(f"Unrecognized kernel type: {kernel_type}")
@@ -187,6 +188,10 @@ def scale_and_translate(xp, images, size, scale, translation, *, kernel_type: st
     if not (row_scale > 0 and col_scale > 0):
         raise ValueError("Scale must be greater than zero.")
     row_shift, col_shift = _pair(translation, "t")
+    # The output size is a value a client may send; the rows pass holds [batch, out_h, in_w, c] too.
+    shape = (images.shape[0], out_h, out_w, channels)
+    check_elements(math.prod(shape) + images.shape[0] * out_h * in_w * channels, np.float32, memory_limit,
+                   "ScaleAndTranslate output", shape)
     if images.shape[0] == 0:
         return (xp.zeros((0, out_h, out_w, channels), dtype=xp.float32),)
     col = _spans(kernel_type, out_w, in_w, col_scale, col_shift, bool(antialias))

@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = [
@@ -170,7 +171,16 @@ def _check_sorted_runs(ids: np.ndarray, num_rows: int) -> None:
                          "'segment_ids' input is not sorted.")
 
 
-def _sorted_segment_rows(data: Any, segment_ids: Any) -> tuple[np.ndarray, int]:
+def _check_rows(num_rows: int, data: Any, memory_limit: int | None, op: str) -> None:
+    """The output of `num_rows` rows of `data`'s inner shape must fit in the memory limit: the ids (or
+    num_segments) a client sends decide how many rows there are."""
+    if memory_limit is not None:
+        shape = (num_rows,) + tuple(data.shape[1:])
+        check_elements(math.prod(shape), data.dtype, memory_limit, f"{op} output", shape)
+
+
+def _sorted_segment_rows(data: Any, segment_ids: Any, memory_limit: int | None = None,
+                         op: str = "segment") -> tuple[np.ndarray, int]:
     """The segment ids on the host and the number of output rows, after TensorFlow's checks."""
     if data.ndim < 1:
         raise ValueError("input must be at least rank 1")
@@ -184,43 +194,44 @@ def _sorted_segment_rows(data: Any, segment_ids: Any) -> tuple[np.ndarray, int]:
     num_rows = int(ids[-1]) + 1
     if num_rows <= 0:
         raise ValueError("segment ids must be >= 0")
+    _check_rows(num_rows, data, memory_limit, op)
     _check_sorted_runs(ids, num_rows)
     return ids, num_rows
 
 
-def _segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, fill: Any) -> Any:
-    ids, num_rows = _sorted_segment_rows(data, segment_ids)
+def _segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, fill: Any, memory_limit: int | None) -> Any:
+    ids, num_rows = _sorted_segment_rows(data, segment_ids, memory_limit, f"Segment{kind.capitalize()}")
     return fold_segments(xp, kind, data, xp.asarray(ids), num_rows, fill)
 
 
 @kernel("SegmentSum")
-def segment_sum(xp: Any, data: Any, segment_ids: Any) -> tuple:
+def segment_sum(xp: Any, data: Any, segment_ids: Any, *, memory_limit: int | None = None) -> tuple:
     """Sums of the rows of `data` by sorted segment id; rows no id names are 0."""
-    return (_segment_reduce(xp, "sum", data, segment_ids, 0),)
+    return (_segment_reduce(xp, "sum", data, segment_ids, 0, memory_limit),)
 
 
 @kernel("SegmentProd")
-def segment_prod(xp: Any, data: Any, segment_ids: Any) -> tuple:
+def segment_prod(xp: Any, data: Any, segment_ids: Any, *, memory_limit: int | None = None) -> tuple:
     """Products of the rows of `data` by sorted segment id; rows no id names are 1."""
-    return (_segment_reduce(xp, "prod", data, segment_ids, 1),)
+    return (_segment_reduce(xp, "prod", data, segment_ids, 1, memory_limit),)
 
 
 @kernel("SegmentMax")
-def segment_max(xp: Any, data: Any, segment_ids: Any) -> tuple:
+def segment_max(xp: Any, data: Any, segment_ids: Any, *, memory_limit: int | None = None) -> tuple:
     """Maxima of the rows of `data` by sorted segment id; rows no id names are 0."""
-    return (_segment_reduce(xp, "max", data, segment_ids, 0),)
+    return (_segment_reduce(xp, "max", data, segment_ids, 0, memory_limit),)
 
 
 @kernel("SegmentMin")
-def segment_min(xp: Any, data: Any, segment_ids: Any) -> tuple:
+def segment_min(xp: Any, data: Any, segment_ids: Any, *, memory_limit: int | None = None) -> tuple:
     """Minima of the rows of `data` by sorted segment id; rows no id names are 0."""
-    return (_segment_reduce(xp, "min", data, segment_ids, 0),)
+    return (_segment_reduce(xp, "min", data, segment_ids, 0, memory_limit),)
 
 
 @kernel("SegmentMean")
-def segment_mean(xp: Any, data: Any, segment_ids: Any) -> tuple:
+def segment_mean(xp: Any, data: Any, segment_ids: Any, *, memory_limit: int | None = None) -> tuple:
     """Means of the rows of `data` by sorted segment id (integers truncate); rows no id names are 0."""
-    ids, num_rows = _sorted_segment_rows(data, segment_ids)
+    ids, num_rows = _sorted_segment_rows(data, segment_ids, memory_limit, "SegmentMean")
     rows = xp.asarray(ids)
     sums = fold_segments(xp, "sum", data, rows, num_rows, 0)
     return (_mean(xp, sums, xp.bincount(rows, minlength=num_rows) if ids.size else xp.zeros(0, xp.int64)),)
@@ -243,7 +254,8 @@ def _num_segments(num_segments: Any) -> int:
     return int(num_segments)
 
 
-def _unsorted_segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, num_segments: Any) -> Any:
+def _unsorted_segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, num_segments: Any,
+                             memory_limit: int | None) -> Any:
     n = _num_segments(num_segments)
     if data.shape[: segment_ids.ndim] != segment_ids.shape:
         raise ValueError(f"data.shape = {format_dims(data.shape)} does not start with segment_ids.shape = "
@@ -251,6 +263,9 @@ def _unsorted_segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, nu
     if n < 0:
         raise ValueError(f"Input num_segments == {n} must not be negative.")
     inner = data.shape[segment_ids.ndim:]
+    if memory_limit is not None:
+        check_elements(n * math.prod(inner), data.dtype, memory_limit, f"UnsortedSegment{kind.capitalize()} output",
+                       (n,) + inner)
     identity = {"sum": 0, "prod": 1, "max": _lowest(data.dtype), "min": _highest(data.dtype)}[kind]
     if data.size == 0:  # TensorFlow checks no id when there is no data
         return xp.full((n,) + inner, identity, dtype=data.dtype)
@@ -268,27 +283,31 @@ def _unsorted_segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, nu
 
 
 @kernel("UnsortedSegmentSum")
-def unsorted_segment_sum(xp: Any, data: Any, segment_ids: Any, num_segments: Any) -> tuple:
+def unsorted_segment_sum(xp: Any, data: Any, segment_ids: Any, num_segments: Any,
+                         *, memory_limit: int | None = None) -> tuple:
     """Sums by segment id in any order; negative ids are dropped, empty segments are 0."""
-    return (_unsorted_segment_reduce(xp, "sum", data, segment_ids, num_segments),)
+    return (_unsorted_segment_reduce(xp, "sum", data, segment_ids, num_segments, memory_limit),)
 
 
 @kernel("UnsortedSegmentProd")
-def unsorted_segment_prod(xp: Any, data: Any, segment_ids: Any, num_segments: Any) -> tuple:
+def unsorted_segment_prod(xp: Any, data: Any, segment_ids: Any, num_segments: Any,
+                          *, memory_limit: int | None = None) -> tuple:
     """Products by segment id in any order; negative ids are dropped, empty segments are 1."""
-    return (_unsorted_segment_reduce(xp, "prod", data, segment_ids, num_segments),)
+    return (_unsorted_segment_reduce(xp, "prod", data, segment_ids, num_segments, memory_limit),)
 
 
 @kernel("UnsortedSegmentMax")
-def unsorted_segment_max(xp: Any, data: Any, segment_ids: Any, num_segments: Any) -> tuple:
+def unsorted_segment_max(xp: Any, data: Any, segment_ids: Any, num_segments: Any,
+                         *, memory_limit: int | None = None) -> tuple:
     """Maxima by segment id in any order; empty segments hold the dtype's lowest value."""
-    return (_unsorted_segment_reduce(xp, "max", data, segment_ids, num_segments),)
+    return (_unsorted_segment_reduce(xp, "max", data, segment_ids, num_segments, memory_limit),)
 
 
 @kernel("UnsortedSegmentMin")
-def unsorted_segment_min(xp: Any, data: Any, segment_ids: Any, num_segments: Any) -> tuple:
+def unsorted_segment_min(xp: Any, data: Any, segment_ids: Any, num_segments: Any,
+                         *, memory_limit: int | None = None) -> tuple:
     """Minima by segment id in any order; empty segments hold the dtype's highest value."""
-    return (_unsorted_segment_reduce(xp, "min", data, segment_ids, num_segments),)
+    return (_unsorted_segment_reduce(xp, "min", data, segment_ids, num_segments, memory_limit),)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -296,7 +315,7 @@ def unsorted_segment_min(xp: Any, data: Any, segment_ids: Any, num_segments: Any
 
 
 def _sparse_segment_reduce(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any | None,
-                           combiner: str) -> Any:
+                           combiner: str, memory_limit: int | None) -> Any:
     num_rows = -1
     if num_segments is not None:
         num_rows = _num_segments(num_segments)
@@ -319,6 +338,7 @@ def _sparse_segment_reduce(xp: Any, data: Any, indices: Any, segment_ids: Any, n
         num_rows = last_plus_one
     if num_rows < 0:
         raise ValueError("segment ids must be >= 0")
+    _check_rows(num_rows, data, memory_limit, "SparseSegment")
     if ids.size == 0:
         return xp.zeros((num_rows,) + data.shape[1:], dtype=data.dtype)
     if num_rows == 0:
@@ -360,40 +380,42 @@ def _check_sparse_runs(ids: np.ndarray, indices: np.ndarray, num_rows: int, num_
 
 
 @kernel("SparseSegmentSum")
-def sparse_segment_sum(xp: Any, data: Any, indices: Any, segment_ids: Any, *, sparse_gradient: bool = False) -> tuple:
+def sparse_segment_sum(xp: Any, data: Any, indices: Any, segment_ids: Any,
+                       *, sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
     """Sums of the rows `data[indices]` by sorted segment id."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sum"),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sum", memory_limit),)
 
 
 @kernel("SparseSegmentMean")
-def sparse_segment_mean(xp: Any, data: Any, indices: Any, segment_ids: Any, *, sparse_gradient: bool = False) -> tuple:
+def sparse_segment_mean(xp: Any, data: Any, indices: Any, segment_ids: Any,
+                        *, sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
     """Means of the rows `data[indices]` by sorted segment id; empty segments are 0."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "mean"),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "mean", memory_limit),)
 
 
 @kernel("SparseSegmentSqrtN")
 def sparse_segment_sqrt_n(xp: Any, data: Any, indices: Any, segment_ids: Any, *,
-                          sparse_gradient: bool = False) -> tuple:
+                          sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
     """Sums of the rows `data[indices]` by sorted segment id, divided by the square root of their count."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sqrtn"),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sqrtn", memory_limit),)
 
 
 @kernel("SparseSegmentSumWithNumSegments")
 def sparse_segment_sum_with_num_segments(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any, *,
-                                         sparse_gradient: bool = False) -> tuple:
+                                         sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
     """SparseSegmentSum into `num_segments` rows (at least the last id + 1)."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sum"),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sum", memory_limit),)
 
 
 @kernel("SparseSegmentMeanWithNumSegments")
 def sparse_segment_mean_with_num_segments(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any, *,
-                                          sparse_gradient: bool = False) -> tuple:
+                                          sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
     """SparseSegmentMean into `num_segments` rows (at least the last id + 1)."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "mean"),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "mean", memory_limit),)
 
 
 @kernel("SparseSegmentSqrtNWithNumSegments")
 def sparse_segment_sqrt_n_with_num_segments(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any, *,
-                                            sparse_gradient: bool = False) -> tuple:
+                                            sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
     """SparseSegmentSqrtN into `num_segments` rows (at least the last id + 1)."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sqrtn"),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sqrtn", memory_limit),)

@@ -31,6 +31,7 @@ from engine.proto import example_wire_pb2
 from kernels.example_parser import DenseSpec, ExampleConfig, ListSpec, as_text, list_specs
 from kernels.feature_wire import FLOAT, INT64, STRING, Unparsable, concat_values, read_values, tf_type_name
 from kernels.host import format_dims
+from kernels.limits import STRING_ELEMENT_BYTES, check_bytes
 from kernels.registry import kernel
 
 __all__ = ["SequenceConfig", "parse_sequence_examples", "parse_sequence_example_v2", "parse_sequence_example"]
@@ -142,9 +143,24 @@ def _read_steps(feature_list: bytes, dtype: np.dtype, key: str, name: str) -> li
 # --- a batch --------------------------------------------------------------------------------------------
 
 
-def parse_sequence_examples(config: SequenceConfig, serialized: list[bytes], names: list, batch: bool) -> tuple:
+def _check_dense_outputs(config: SequenceConfig, list_reads: dict, n: int, memory_limit: int | None) -> None:
+    """The dense outputs must fit in the memory limit: a missing context feature takes its default in every
+    one of many tiny records, and every feature list is padded to the longest one of the batch."""
+    if memory_limit is None:
+        return
+    widths = [(spec, max(spec.stride, 0)) for spec in config.context.dense]
+    widths += [(spec, max((sum(c for c, _ in steps) for steps in list_reads[spec.key] if steps), default=0))
+               for spec in config.feature_lists.dense]
+    total = sum(n * width * (STRING_ELEMENT_BYTES if spec.dtype == STRING else spec.dtype.itemsize)
+                for spec, width in widths)
+    check_bytes(total, memory_limit, f"dense outputs of {n} SequenceExamples")
+
+
+def parse_sequence_examples(config: SequenceConfig, serialized: list[bytes], names: list, batch: bool,
+                            memory_limit: int | None = None) -> tuple:
     """The outputs of ParseSequenceExampleV2 (ragged ones included) for serialized SequenceExamples; without
-    `batch` (a scalar input, one example) the outputs have no batch dim."""
+    `batch` (a scalar input, one example) the outputs have no batch dim. AllocationTooLarge when the dense
+    outputs would pass `memory_limit` (checked once the records are read, before the outputs are built)."""
     n = len(serialized)
     if names and len(names) != n:
         raise ValueError("example_names must be empty or have the correct number of elements")
@@ -179,6 +195,7 @@ def parse_sequence_examples(config: SequenceConfig, serialized: list[bytes], nam
         list_reads[spec.key] = [_read_steps(f, spec.dtype, as_text(spec.key), name[e]) if f else None
                                 for e, f in enumerate(lists[spec.key])]
 
+    _check_dense_outputs(config, list_reads, n, memory_limit)
     outputs = []
     dense = [_context_dense_values(s, context[s.key], context_reads[s.key], name, batch) for s in ctx.dense]
     sparse = [_context_sparse(s, context_reads[s.key], batch) for s in ctx.sparse]
@@ -326,6 +343,7 @@ def parse_sequence_example_v2(
     Nfeature_list_sparse: int = 0, Nfeature_list_dense: int = 0, feature_list_dense_types: tuple = (),
     feature_list_sparse_types: tuple = (), feature_list_ragged_value_types: tuple = (),
     feature_list_ragged_split_types: tuple = (), feature_list_dense_shapes: tuple = (),
+    memory_limit: int | None = None,
 ) -> tuple:
     """Parse a vector (or a scalar) of serialized SequenceExamples; keys come as 1-D string tensors."""
     records, names, batch = _serialized_and_names(serialized, debug_name)
@@ -358,7 +376,7 @@ def parse_sequence_example_v2(
                       list_specs(keys["feature_list_sparse_keys"], feature_list_sparse_types),
                       list_specs(keys["feature_list_ragged_keys"], feature_list_ragged_value_types,
                                  feature_list_ragged_split_types)))
-    return parse_sequence_examples(config, records, names, batch)
+    return parse_sequence_examples(config, records, names, batch, memory_limit)
 
 
 def _v1_outputs(attrs: dict) -> int:
@@ -374,6 +392,7 @@ def parse_sequence_example(
     Ncontext_dense: int = 0, Nfeature_list_sparse: int = 0, Nfeature_list_dense: int = 0,
     context_sparse_types: tuple = (), Tcontext_dense: tuple = (), feature_list_dense_types: tuple = (),
     context_dense_shapes: tuple = (), feature_list_sparse_types: tuple = (), feature_list_dense_shapes: tuple = (),
+    memory_limit: int | None = None,
 ) -> tuple:
     """ParseSequenceExampleV2 without ragged features, keys given as attrs."""
     records, names, batch = _serialized_and_names(serialized, debug_name)
@@ -386,4 +405,4 @@ def parse_sequence_example(
                                           feature_list_dense_shapes,
                                           [_key(k) in missing for k in feature_list_dense_keys]),
                       list_specs(list(feature_list_sparse_keys), feature_list_sparse_types)))
-    return parse_sequence_examples(config, records, names, batch)
+    return parse_sequence_examples(config, records, names, batch, memory_limit)

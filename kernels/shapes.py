@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kernels.host import format_dims, host_vector
+from kernels.limits import check_elements
 from kernels.partial_shape import compatible
 from kernels.registry import kernel
 
@@ -199,16 +200,18 @@ def conjugate_transpose(xp: Any, x: Any, perm: Any) -> tuple:
 
 
 @kernel("BroadcastTo")
-def broadcast_to(xp: Any, input: Any, shape: Any) -> tuple:
+def broadcast_to(xp: Any, input: Any, shape: Any, *, memory_limit: int | None = None) -> tuple:
     """`input` broadcast to `shape`; returned as a read-only view, never written by later kernels."""
     target = tuple(host_vector(shape))
     if len(target) < input.ndim or _broadcast_shapes(input.shape, target) != target:
         raise ValueError(f"Incompatible shapes: {format_dims(input.shape)} vs. {format_dims(target)}")
+    # NOTE: a view costs nothing here, but whatever reads it next allocates its full size.
+    check_elements(math.prod(target), input.dtype, memory_limit, "BroadcastTo output", target)
     return (xp.broadcast_to(input, target),)
 
 
 @kernel("Tile")
-def tile(xp: Any, input: Any, multiples: Any) -> tuple:
+def tile(xp: Any, input: Any, multiples: Any, *, memory_limit: int | None = None) -> tuple:
     """`input` repeated `multiples[i]` times along each dim i."""
     reps = host_vector(multiples)
     if len(reps) != input.ndim:
@@ -218,6 +221,9 @@ def tile(xp: Any, input: Any, multiples: Any) -> tuple:
     for i, r in enumerate(reps):
         if r < 0:
             raise ValueError(f"Expected multiples[{i}] >= 0, but got {r}")
+    if memory_limit is not None:
+        out = [d * r for d, r in zip(input.shape, reps)]
+        check_elements(math.prod(out), input.dtype, memory_limit, "Tile output", out)
     return (xp.tile(input, tuple(reps)),)
 
 
@@ -270,7 +276,7 @@ def broadcast_args(xp: Any, s0: Any, s1: Any) -> tuple:
 
 
 @kernel("Fill")
-def fill(xp: Any, dims: Any, value: Any) -> tuple:
+def fill(xp: Any, dims: Any, value: Any, *, memory_limit: int | None = None) -> tuple:
     """A tensor of shape `dims` filled with the scalar `value`, in value's dtype."""
     target = tuple(host_vector(dims))
     for d in target:
@@ -278,6 +284,7 @@ def fill(xp: Any, dims: Any, value: Any) -> tuple:
             raise ValueError(f"Dimension {d} must be >= 0")
     if value.ndim != 0:
         raise ValueError(f"value must be a scalar, got shape {format_dims(value.shape)}")
+    check_elements(math.prod(target), value.dtype, memory_limit, "Fill output", target)
     out = xp.empty(target, dtype=value.dtype)
     out[...] = value
     return (out,)
@@ -294,7 +301,7 @@ def ones_like(xp: Any, x: Any) -> tuple:
 
 
 @kernel("Range")
-def range_(xp: Any, start: Any, limit: Any, delta: Any) -> tuple:
+def range_(xp: Any, start: Any, limit: Any, delta: Any, *, memory_limit: int | None = None) -> tuple:
     """[start, start+delta, ...) up to `limit`, in the inputs' dtype.
 
     TensorFlow computes element i as start + i*delta (checked: not by accumulation), so float ranges
@@ -314,6 +321,7 @@ def range_(xp: Any, start: Any, limit: Any, delta: Any) -> tuple:
         # NOTE: the element count is computed in the input dtype, as TensorFlow does, not in float64.
         t = dtype.type
         count = int(np.ceil(np.abs((t(hi) - t(lo)) / t(step))))
+    check_elements(count, dtype, memory_limit, "Range output", (count,))
     # NOTE: start and delta as numpy scalars of their dtype (exact, as .item() is): on a GPU the inputs may
     # be host arrays, and a cupy array times a numpy array is a TypeError.
     t = dtype.type

@@ -8,9 +8,11 @@ PadV2 and MirrorPad build a new array.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Literal
 
 from kernels.host import format_dims, host, host_vector
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["slice_", "strided_slice", "strided_slice_index", "reverse_v2", "pad", "pad_v2", "mirror_pad"]
@@ -209,10 +211,16 @@ def _paddings(paddings: Any, x: Any) -> list[tuple[int, int]]:
     return pairs
 
 
-def _constant_pad(xp: Any, x: Any, pairs: list[tuple[int, int]], value: Any) -> Any:
+def _padded_shape(x: Any, pairs: list[tuple[int, int]], memory_limit: int | None, op: str) -> tuple[int, ...]:
+    out_shape = tuple(n + b + a for n, (b, a) in zip(x.shape, pairs))
+    check_elements(math.prod(out_shape), x.dtype, memory_limit, f"{op} output", out_shape)
+    return out_shape
+
+
+def _constant_pad(xp: Any, x: Any, pairs: list[tuple[int, int]], value: Any, memory_limit: int | None, op: str) -> Any:
     if not any(b or a for b, a in pairs):
         return x
-    out_shape = tuple(n + b + a for n, (b, a) in zip(x.shape, pairs))
+    out_shape = _padded_shape(x, pairs, memory_limit, op)
     out = xp.empty(out_shape, dtype=x.dtype)
     out[...] = value
     out[tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, pairs))] = x
@@ -220,19 +228,20 @@ def _constant_pad(xp: Any, x: Any, pairs: list[tuple[int, int]], value: Any) -> 
 
 
 @kernel("Pad")
-def pad(xp: Any, input: Any, paddings: Any) -> tuple:
+def pad(xp: Any, input: Any, paddings: Any, *, memory_limit: int | None = None) -> tuple:
     """`input` with paddings[i] = (before, after) zeros added around dim i."""
-    return (_constant_pad(xp, input, _paddings(paddings, input), 0),)
+    return (_constant_pad(xp, input, _paddings(paddings, input), 0, memory_limit, "Pad"),)
 
 
 @kernel("PadV2")
-def pad_v2(xp: Any, input: Any, paddings: Any, constant_values: Any) -> tuple:
+def pad_v2(xp: Any, input: Any, paddings: Any, constant_values: Any, *, memory_limit: int | None = None) -> tuple:
     """Pad with the scalar `constant_values` instead of zeros."""
-    return (_constant_pad(xp, input, _paddings(paddings, input), constant_values),)
+    return (_constant_pad(xp, input, _paddings(paddings, input), constant_values, memory_limit, "PadV2"),)
 
 
 @kernel("MirrorPad")
-def mirror_pad(xp: Any, input: Any, paddings: Any, *, mode: Literal["REFLECT", "SYMMETRIC"]) -> tuple:
+def mirror_pad(xp: Any, input: Any, paddings: Any, *, mode: Literal["REFLECT", "SYMMETRIC"],
+               memory_limit: int | None = None) -> tuple:
     """`input` padded with its own mirror image: REFLECT leaves the edge out, SYMMETRIC repeats it."""
     pairs = _paddings(paddings, input)
     # REFLECT may mirror at most n-1 cells per side, SYMMETRIC at most n; TensorFlow refuses more.
@@ -242,6 +251,7 @@ def mirror_pad(xp: Any, input: Any, paddings: Any, *, mode: Literal["REFLECT", "
             raise ValueError(f"paddings must be less than the dimension size: {b}, {a} not less than {n}")
         if mode == "SYMMETRIC" and (b > n or a > n):
             raise ValueError(f"paddings must be no greater than the dimension size: {b}, {a} greater than {n}")
+    _padded_shape(input, pairs, memory_limit, "MirrorPad")
     out = input
     for d, (b, a) in enumerate(pairs):
         if not b and not a:

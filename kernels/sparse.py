@@ -11,11 +11,13 @@ sort stably into row-major order.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.limits import check_bytes, check_elements
 from kernels.registry import kernel
 from kernels.sparse_tensor import (
     check_indices_valid,
@@ -48,7 +50,7 @@ def _strides(shape: list[int]) -> np.ndarray:
 
 @kernel("SparseToDense")
 def sparse_to_dense(xp: Any, sparse_indices: Any, output_shape: Any, sparse_values: Any, default_value: Any, *,
-                    validate_indices: bool = True) -> tuple:
+                    validate_indices: bool = True, memory_limit: int | None = None) -> tuple:
     """A dense tensor of `output_shape` holding `default_value` except at `sparse_indices` (a matrix, a vector
     of indices into a vector, or one scalar index), which hold `sparse_values` (a vector, or one scalar for
     all)."""
@@ -70,12 +72,14 @@ def sparse_to_dense(xp: Any, sparse_indices: Any, output_shape: Any, sparse_valu
     for d in shape:
         if d < 0:
             raise ValueError(f"Dimension {d} must be >= 0")
+    dims = tuple(int(d) for d in shape)
+    check_elements(math.prod(dims), sparse_values.dtype, memory_limit, "SparseToDense output", dims)
     indices = to_numpy(sparse_indices).astype(np.int64).reshape(num_elems, num_dims)
     if validate_indices:
         check_indices_valid(indices, shape)
     elif ((indices < 0) | (indices >= shape)).any():
         raise ValueError(f"Indices are not valid (out of bounds).  Shape: {format_dims(shape.tolist())}")
-    out = xp.empty(tuple(int(d) for d in shape), dtype=sparse_values.dtype)
+    out = xp.empty(dims, dtype=sparse_values.dtype)
     out[...] = default_value
     if num_elems and out.size:
         # NOTE: a repeated index keeps the last value, as TensorFlow's loop does (numpy writes in order).
@@ -178,7 +182,8 @@ def sparse_reshape(xp: Any, input_indices: Any, input_shape: Any, new_shape: Any
 
 
 @kernel("SparseFillEmptyRows", outputs=4)
-def sparse_fill_empty_rows(xp: Any, indices: Any, values: Any, dense_shape: Any, default_value: Any) -> tuple:
+def sparse_fill_empty_rows(xp: Any, indices: Any, values: Any, dense_shape: Any, default_value: Any, *,
+                           memory_limit: int | None = None) -> tuple:
     """Every empty row of the sparse tensor gets one entry `default_value` at [row, 0, ...]; entries are grouped
     by row (in order within a row). Also returns which rows were empty and where each input entry went."""
     if dense_shape.ndim != 1:
@@ -199,6 +204,10 @@ def sparse_fill_empty_rows(xp: Any, indices: Any, values: Any, dense_shape: Any,
         raise ValueError("Dense shape cannot be empty.")
     n, rank = indices.shape
     dense_rows = int(to_numpy(dense_shape)[0])
+    # Per row of the dense shape (a value a client may send): a count, a start, a flag, and at most
+    # one new entry (its indices and value).
+    check_bytes(max(dense_rows, 0) * (8 * rank + 8 * 3 + 1 + values.dtype.itemsize), memory_limit,
+                "SparseFillEmptyRows rows", (dense_rows,))
     if dense_rows == 0:
         if n:
             raise ValueError(f"Received SparseTensor with dense_shape[0] = 0 but indices.shape[0] = {n}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["depth_to_space", "space_to_depth", "space_to_batch_nd", "batch_to_space_nd"]
@@ -57,7 +58,7 @@ def _ints(values: Any) -> list[int]:
 
 
 @kernel("SpaceToBatchND")
-def space_to_batch_nd(xp, input, block_shape, paddings):
+def space_to_batch_nd(xp, input, block_shape, paddings, *, memory_limit: int | None = None):
     """Zero-pads the M spatial axes after batch, then moves each block_shape block onto the batch axis:
     output batch index = (block offset) * batch + original batch index."""
     blocks = _ints(block_shape)
@@ -65,6 +66,11 @@ def space_to_batch_nd(xp, input, block_shape, paddings):
     m = len(blocks)
     x = input
     if any(pads):
+        # The paddings are values a client may send: the padded copy is allocated whole.
+        padded = [n + pads[2 * i] + pads[2 * i + 1] for i, n in enumerate(x.shape[1 : 1 + m])]
+        if min(pads) >= 0:
+            check_elements(x.shape[0] * math.prod(padded) * math.prod(x.shape[1 + m :]), x.dtype, memory_limit,
+                           "SpaceToBatchND padded input", [x.shape[0], *padded, *x.shape[1 + m :]])
         x = xp.pad(x, [(0, 0)] + [(pads[2 * i], pads[2 * i + 1]) for i in range(m)] + [(0, 0)] * (x.ndim - 1 - m))
     batch, spatial, rest = x.shape[0], x.shape[1 : 1 + m], x.shape[1 + m :]
     for size, b in zip(spatial, blocks):

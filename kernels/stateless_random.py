@@ -11,12 +11,14 @@ TensorFlow's CPU (algorithm 1; 3, "auto", selects it); TensorFlow's CPU refuses 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from kernels.host import format_dims, host_vector
+from kernels.limits import check_elements
 from kernels.philox import (
     Generator,
     full_range_ints,
@@ -101,10 +103,12 @@ def _check_dtype(dtype: Any, allowed: tuple[np.dtype, ...], op: str) -> np.dtype
     return dtype
 
 
-def _draw(xp: Any, dims: tuple[int, ...], dtype: np.dtype, draw) -> tuple[Any]:
+def _draw(xp: Any, dims: tuple[int, ...], dtype: np.dtype, draw, memory_limit: int | None = None) -> tuple[Any]:
     """`draw(size)` shaped to `dims`; an empty output draws nothing (and, as in TensorFlow, checks nothing
-    more: the integer ops' bounds are checked inside `draw`)."""
-    size = int(np.prod(dims, dtype=np.int64))
+    more: the integer ops' bounds are checked inside `draw`). The shape is a value a client may send:
+    an output over the memory limit is refused before anything is drawn."""
+    size = math.prod(dims)
+    check_elements(size, dtype, memory_limit, "random output", dims)
     if size == 0:
         return (xp.zeros(dims, dtype=dtype),)
     return (draw(size).reshape(dims),)
@@ -147,83 +151,83 @@ def get_alg(xp):
 
 
 @kernel("StatelessRandomUniformV2")
-def random_uniform_v2(xp, shape, key, counter, alg, *, dtype=np.float32):
+def random_uniform_v2(xp, shape, key, counter, alg, *, dtype=np.float32, memory_limit=None):
     """Floats uniform in [0, 1)."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FLOATS, "StatelessRandomUniformV2")
     gen = _key_counter_generator(key, counter, alg)
-    return _draw(xp, dims, dtype, lambda n: uniform_floats(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: uniform_floats(xp, gen, n, dtype), memory_limit)
 
 
 @kernel("StatelessRandomNormalV2")
-def random_normal_v2(xp, shape, key, counter, alg, *, dtype=np.float32):
+def random_normal_v2(xp, shape, key, counter, alg, *, dtype=np.float32, memory_limit=None):
     """Standard normal floats (Box-Muller)."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FLOATS, "StatelessRandomNormalV2")
     gen = _key_counter_generator(key, counter, alg)
-    return _draw(xp, dims, dtype, lambda n: normal_floats(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: normal_floats(xp, gen, n, dtype), memory_limit)
 
 
 @kernel("StatelessTruncatedNormalV2")
-def truncated_normal_v2(xp, shape, key, counter, alg, *, dtype=np.float32):
+def truncated_normal_v2(xp, shape, key, counter, alg, *, dtype=np.float32, memory_limit=None):
     """Standard normal floats inside (-2, 2), by rejection."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FLOATS, "StatelessTruncatedNormalV2")
     gen = _key_counter_generator(key, counter, alg)
-    return _draw(xp, dims, dtype, lambda n: truncated_normal_floats(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: truncated_normal_floats(xp, gen, n, dtype), memory_limit)
 
 
 @kernel("StatelessRandomUniformIntV2")
-def random_uniform_int_v2(xp, shape, key, counter, alg, minval, maxval, *, dtype):
+def random_uniform_int_v2(xp, shape, key, counter, alg, minval, maxval, *, dtype, memory_limit=None):
     """Integers uniform in [minval, maxval) (with TensorFlow's slight modulo bias)."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _INTS, "StatelessRandomUniformIntV2")
     gen = _key_counter_generator(key, counter, alg)
-    return _draw(xp, dims, dtype, lambda n: uniform_ints(xp, gen, n, dtype, *_int_bounds(minval, maxval)))
+    return _draw(xp, dims, dtype, lambda n: uniform_ints(xp, gen, n, dtype, *_int_bounds(minval, maxval)), memory_limit)
 
 
 @kernel("StatelessRandomUniformFullIntV2")
-def random_uniform_full_int_v2(xp, shape, key, counter, alg, *, dtype=np.uint64):
+def random_uniform_full_int_v2(xp, shape, key, counter, alg, *, dtype=np.uint64, memory_limit=None):
     """Integers over the whole range of `dtype`."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FULL_INTS, "StatelessRandomUniformFullIntV2")
     gen = _key_counter_generator(key, counter, alg)
-    return _draw(xp, dims, dtype, lambda n: full_range_ints(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: full_range_ints(xp, gen, n, dtype), memory_limit)
 
 
 # --- v1: shape, seed ---------------------------------------------------------------------------------------
 
 
 @kernel("StatelessRandomUniform")
-def random_uniform(xp, shape, seed, *, dtype=np.float32):
+def random_uniform(xp, shape, seed, *, dtype=np.float32, memory_limit=None):
     """Floats uniform in [0, 1) from a [2] seed."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FLOATS, "StatelessRandomUniform")
     gen = _seed_generator(seed)
-    return _draw(xp, dims, dtype, lambda n: uniform_floats(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: uniform_floats(xp, gen, n, dtype), memory_limit)
 
 
 @kernel("StatelessRandomNormal")
-def random_normal(xp, shape, seed, *, dtype=np.float32):
+def random_normal(xp, shape, seed, *, dtype=np.float32, memory_limit=None):
     """Standard normal floats from a [2] seed."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FLOATS, "StatelessRandomNormal")
     gen = _seed_generator(seed)
-    return _draw(xp, dims, dtype, lambda n: normal_floats(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: normal_floats(xp, gen, n, dtype), memory_limit)
 
 
 @kernel("StatelessTruncatedNormal")
-def truncated_normal(xp, shape, seed, *, dtype=np.float32):
+def truncated_normal(xp, shape, seed, *, dtype=np.float32, memory_limit=None):
     """Standard normal floats inside (-2, 2) from a [2] seed."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FLOATS, "StatelessTruncatedNormal")
     gen = _seed_generator(seed)
-    return _draw(xp, dims, dtype, lambda n: truncated_normal_floats(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: truncated_normal_floats(xp, gen, n, dtype), memory_limit)
 
 
 @kernel("StatelessRandomUniformInt")
-def random_uniform_int(xp, shape, seed, minval, maxval, *, dtype):
+def random_uniform_int(xp, shape, seed, minval, maxval, *, dtype, memory_limit=None):
     """Integers uniform in [minval, maxval) from a [2] seed."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _INTS, "StatelessRandomUniformInt")
     gen = _seed_generator(seed)
-    return _draw(xp, dims, dtype, lambda n: uniform_ints(xp, gen, n, dtype, *_int_bounds(minval, maxval)))
+    return _draw(xp, dims, dtype, lambda n: uniform_ints(xp, gen, n, dtype, *_int_bounds(minval, maxval)), memory_limit)
 
 
 @kernel("StatelessRandomUniformFullInt")
-def random_uniform_full_int(xp, shape, seed, *, dtype=np.uint64):
+def random_uniform_full_int(xp, shape, seed, *, dtype=np.uint64, memory_limit=None):
     """Integers over the whole range of `dtype` from a [2] seed."""
     dims, dtype = _output_shape(shape), _check_dtype(dtype, _FULL_INTS, "StatelessRandomUniformFullInt")
     gen = _seed_generator(seed)
-    return _draw(xp, dims, dtype, lambda n: full_range_ints(xp, gen, n, dtype))
+    return _draw(xp, dims, dtype, lambda n: full_range_ints(xp, gen, n, dtype), memory_limit)

@@ -15,11 +15,13 @@ along the axes in `reduction_indices`, the first axis listed varying fastest.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.limits import STRING_ELEMENT_BYTES, check_bytes
 from kernels.registry import kernel
 from kernels.string_tensors import as_bytes, flat_strings, message_text, string_array
 
@@ -181,7 +183,7 @@ def substr(xp: Any, input: Any, pos: Any, length: Any, *, unit: Literal["BYTE", 
 
 
 @kernel("StringJoin", devices=("cpu",))
-def string_join(xp: Any, *inputs: Any, separator: str | bytes = "") -> tuple:
+def string_join(xp: Any, *inputs: Any, separator: str | bytes = "", memory_limit: int | None = None) -> tuple:
     """The inputs joined element by element with `separator`; scalar inputs repeat to the others' shape."""
     sep = as_bytes(separator)
     shape: tuple[int, ...] = ()
@@ -192,14 +194,20 @@ def string_join(xp: Any, *inputs: Any, separator: str | bytes = "") -> tuple:
             shape = np.shape(x)
         elif np.shape(x) != shape:
             raise ValueError(f"Input shapes do not match: {format_dims(shape)} vs. {format_dims(np.shape(x))}")
+    size = math.prod(shape)
+    if memory_limit is not None:
+        # A scalar input repeats in every element of the output, and the separator between every two:
+        # a long scalar string joined to many elements multiplies its bytes.
+        repeated = sum(len(as_bytes(np.asarray(x, dtype=object).item())) for x in inputs if np.ndim(x) == 0)
+        per_element = repeated + len(sep) * max(len(inputs) - 1, 0) + STRING_ELEMENT_BYTES
+        check_bytes(size * per_element, memory_limit, "StringJoin output (at least)", shape)
     columns = [flat_strings(np.broadcast_to(np.asarray(x, dtype=object), shape)) for x in inputs]
-    size = int(np.prod(shape))
     return (string_array([sep.join(parts) for parts in zip(*columns)] if columns else [b""] * size, shape),)
 
 
 @kernel("ReduceJoin", devices=("cpu",))
 def reduce_join(xp: Any, inputs: Any, reduction_indices: Any, *, keep_dims: bool = False,
-                separator: str | bytes = "") -> tuple:
+                separator: str | bytes = "", memory_limit: int | None = None) -> tuple:
     """The strings joined with `separator` along the axes `reduction_indices` (none: unchanged)."""
     strings = np.asarray(inputs, dtype=object)
     rank = strings.ndim
@@ -218,6 +226,7 @@ def reduce_join(xp: Any, inputs: Any, reduction_indices: Any, *, keep_dims: bool
     columns = int(np.prod([strings.shape[d] for d in order]))
     table = strings.transpose(kept + order).reshape(rows, columns)
     sep = as_bytes(separator)
+    check_bytes(rows * max(columns - 1, 0) * len(sep), memory_limit, "ReduceJoin separators", (rows,))
     joined = [sep.join(flat_strings(row)) for row in table]
     shape = [1 if reduced[d] else strings.shape[d] for d in range(rank) if keep_dims or not reduced[d]]
     return (string_array(joined, shape),)

@@ -29,6 +29,7 @@ import numpy as np
 
 from engine.graph.dtypes import tf_name_of_numpy
 from kernels.host import format_dims, host, host_scalar
+from kernels.limits import check_bytes
 from kernels.partial_shape import PartialShape, compatible, format_shape, fully_defined
 from kernels.registry import kernel
 from kernels.tensor_list import element_zeros
@@ -162,11 +163,18 @@ def _vector(a: Any, what: str) -> list[int]:
     return [int(i) for i in host(a)]
 
 
+_ELEMENT_BYTES = 64
+
+
 def _new_array(size: Any, dtype: np.dtype, element_shape: PartialShape, dynamic_size: bool,
-               clear_after_read: bool, identical_element_shapes: bool, tensor_array_name: str) -> TensorArray:
+               clear_after_read: bool, identical_element_shapes: bool, tensor_array_name: str,
+               memory_limit: int | None = None) -> TensorArray:
     n = _index(size)
     if n < 0:
         raise ValueError("Size should be >= 0.")
+    # Each element is a small Python object before anything is written: a size a client sends must not
+    # make billions of them.
+    check_bytes(n * _ELEMENT_BYTES, memory_limit, "TensorArray elements", (n,))
     return TensorArray(np.dtype(dtype), [_Element() for _ in range(n)], element_shape, dynamic_size,
                        clear_after_read, identical_element_shapes, tensor_array_name)
 
@@ -178,10 +186,10 @@ def _flow(xp: Any) -> Any:
 @kernel("TensorArrayV3", devices=_HOST, outputs=2, stateful=True)
 def tensor_array_v3(xp, size, *, dtype: np.dtype, element_shape: PartialShape = None, dynamic_size: bool = False,
                     clear_after_read: bool = True, identical_element_shapes: bool = False,
-                    tensor_array_name: str = ""):
+                    tensor_array_name: str = "", memory_limit: int | None = None):
     """(handle, flow): a new array of `size` unwritten elements."""
     array = _new_array(size, dtype, element_shape, dynamic_size, clear_after_read, identical_element_shapes,
-                       tensor_array_name)
+                       tensor_array_name, memory_limit)
     return (array, _flow(xp))
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.graph.dtypes import tf_name_of_numpy
 from kernels.host import format_dims, host, host_scalar
+from kernels.limits import check_bytes
 from kernels.partial_shape import (
     PartialShape,
     compatible,
@@ -159,13 +160,20 @@ def empty_tensor_list(xp, element_shape, max_num_elements, *, element_dtype: np.
     return (TensorList((), np.dtype(element_dtype), shape_from_tensor(element_shape), int(host(max_num_elements))),)
 
 
+# What one item of a list costs at least, set or not (a slot in a Python tuple): a size a client sends
+# must not make a list of billions of them.
+_SLOT_BYTES = 8
+
+
 @kernel("TensorListReserve", devices=_HOST)
-def tensor_list_reserve(xp, element_shape, num_elements, *, element_dtype: np.dtype, shape_type=None):
+def tensor_list_reserve(xp, element_shape, num_elements, *, element_dtype: np.dtype, shape_type=None,
+                        memory_limit: int | None = None):
     """`num_elements` unset items."""
     shape = shape_from_tensor(element_shape)
     count = _index(num_elements)
     if count < 0:
         raise ValueError(f"The num_elements to reserve must be a non negative number, but got {count}")
+    check_bytes(count * _SLOT_BYTES, memory_limit, "TensorListReserve slots", (count,))
     return (TensorList.reserve(element_dtype, shape, count),)
 
 
@@ -453,12 +461,13 @@ def tensor_list_pop_back(xp, input_handle, element_shape, *, element_dtype: np.d
 
 
 @kernel("TensorListResize", devices=_HOST)
-def tensor_list_resize(xp, input_handle, size):
+def tensor_list_resize(xp, input_handle, size, *, memory_limit: int | None = None):
     """The list cut to `size` items, or padded with unset ones."""
     lst = _list(input_handle)
     n = _index(size)
     if n < 0:
         raise ValueError(f"TensorListSlice expects size to be non-negative. Got: {n}")
+    check_bytes(n * _SLOT_BYTES, memory_limit, "TensorListResize slots", (n,))
     return (lst.resized(n),)
 
 

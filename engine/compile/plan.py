@@ -74,6 +74,10 @@ class PlanOptions:
     # compiles the loops its ops' kernels call while it is built (once per process, or loaded from
     # numba's cache), so that no request waits for a compiler.
     compiled_kernels: bool = True
+    # Most bytes one run may ask a kernel to allocate where the size depends on the values or shapes
+    # fed (Fill, Tile, Range, broadcasting, ...: kernels.limits); past it the run fails with
+    # ResourceLimitError before allocating. None: no limit.
+    max_request_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -273,7 +277,8 @@ class _Builder:
             compiled = self.options.compiled_kernels and jit.AVAILABLE and self.kind == "cpu"
             if compiled and "compiled" in kdef.context_params:
                 jit.warm_up((node.op,))
-            context = {"resources": self.resources, "node_name": node.name, "compiled": compiled}
+            context = {"resources": self.resources, "node_name": node.name, "compiled": compiled,
+                       "memory_limit": self.options.max_request_memory_bytes}
         return kdef.bind(np if node.name in self.host_nodes else self.xp, node.attrs, context)
 
     def compile_function(self, function: functions.Function) -> calls.BodyRun:

@@ -51,7 +51,10 @@ def run(graph: Graph, ctx: PassContext) -> Graph:
         kdef = kernels.lookup(node.op, "cpu")
         try:
             with np.errstate(all="ignore"):
-                (value,) = kdef.bind(np, node.attrs)(*[values[ref] for ref in node.inputs])
+                # The size cap doubles as the kernels' memory limit: a constant Fill of gigabytes is
+                # refused before it is computed, not computed and then dropped.
+                bound = kdef.bind(np, node.attrs, {"memory_limit": ctx.constant_folding_max_bytes})
+                (value,) = bound(*[values[ref] for ref in node.inputs])
         except Exception:  # noqa: BLE001 - see the module docstring: the run reports it, if it runs
             continue
         if not _is_array(value) or value.nbytes > ctx.constant_folding_max_bytes:

@@ -37,7 +37,7 @@ from engine.compile.dataflow import (
     DataflowPlan,
     Kind,
 )
-from engine.errors import DeadTensorError, EngineError, ExecutionError, LoopLimitError
+from engine.errors import DeadTensorError, EngineError, ExecutionError, LoopLimitError, kernel_failure
 
 __all__ = ["DEAD", "DataflowRun", "run_dataflow"]
 
@@ -245,7 +245,7 @@ class DataflowRun:
             raise
         except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
             node = self._nodes[node_id]
-            raise ExecutionError(node.name, node.op, self.plan.device, str(e) or type(e).__name__) from e
+            raise kernel_failure(node.name, node.op, self.plan.device, e) from e
 
     def _process(self, node_id: int, frame: _Frame, it: int, iteration: _Iteration, inputs: Sequence | None,
                  dead: bool) -> None:

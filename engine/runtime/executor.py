@@ -14,7 +14,7 @@ import numpy as np
 
 from engine import devices
 from engine.compile.plan import Plan
-from engine.errors import EngineError, ExecutionError
+from engine.errors import EngineError, kernel_failure
 from engine.runtime.dataflow_executor import run_dataflow
 
 __all__ = ["execute", "execute_from_host", "execute_profiled"]
@@ -53,7 +53,7 @@ def _run(plan: Plan, feed_values: Sequence[Any], program: Sequence[tuple]) -> li
             raise
         except Exception as e:  # kernels raise whatever numpy raises; name the node for the caller
             ins = plan.instructions[step]
-            raise ExecutionError(ins.node, ins.op, plan.device, str(e) or type(e).__name__) from e
+            raise kernel_failure(ins.node, ins.op, plan.device, e) from e
     return [slots[s] for s in plan.fetch_slots]
 
 

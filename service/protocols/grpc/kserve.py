@@ -19,6 +19,7 @@ from google.protobuf import json_format
 
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane
+from service.inference.response_limit import BINARY, PROTO_FIELDS
 from service.protocols import open_inference as oip
 from service.protocols.codecs import v2_grpc
 from service.protocols.grpc.rpc import deadline_s, grpc_status, parse_message, parse_version, rpc
@@ -51,7 +52,7 @@ class InferenceService:
 
     @rpc
     async def ServerReady(self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext) -> pb.ServerReadyResponse:
-        return pb.ServerReadyResponse(ready=self.manager.ready())
+        return pb.ServerReadyResponse(ready=self.plane.ready())
 
     @rpc
     async def ModelReady(self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext) -> pb.ModelReadyResponse:
@@ -85,6 +86,8 @@ class InferenceService:
             decoded = await plane.maybe_call(len(raw), v2_grpc.decode_infer_request, message)
             result = await oip.infer(plane, model, parse_version(message.model_version), decoded, obs, deadline_s=deadline)
             outputs = oip.output_tensors(decoded, result, binary_default=True)
+            plane.response_limit.check_outputs((name, array, BINARY if binary else PROTO_FIELDS)
+                                               for name, array, binary in outputs)
             size = sum(array.nbytes for _, array, _ in outputs)
             return await plane.maybe_call(size, v2_grpc.encode_infer_response, model, str(result.version),
                                           decoded.id, outputs)

@@ -23,6 +23,7 @@ from service.inference import examples
 from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane, InferResult
 from service.inference.predict import predict_inputs
+from service.inference.response_limit import PROTO_FIELDS
 from service.protocols import tfserving_documents as documents
 from service.protocols.grpc.rpc import deadline_s, grpc_status, parse_message, rpc
 from service.protocols.proto import (
@@ -92,6 +93,7 @@ class PredictionService:
                 signature, inputs, outputs = await plane.maybe_call(len(raw), predict_inputs, servable, request)
                 with full_queue_unavailable():
                     result = await plane.infer(servable, signature, inputs, outputs, obs, timeout_s=deadline_s(context))
+            plane.response_limit.check_outputs((spec.alias, value, PROTO_FIELDS) for spec, value in result.outputs)
             size = sum(getattr(value, "nbytes", 0) for _, value in result.outputs)
             return await plane.maybe_call(size, _predict_response, request, result)
 
