@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import hmac
 
-from fastapi import Request
+from fastapi import Request, Security
+from fastapi.security import HTTPBearer
 
 from service.errors import Forbidden, Unauthorized
 from service.settings import Settings
 
-__all__ = ["require_admin", "require_api", "check_admin", "check_api"]
+__all__ = ["require_admin", "require_api", "check_admin", "check_api", "ADMIN_SCHEME", "API_SCHEME"]
+
+# The bearer schemes, as the OpenAPI document names them: a Security dependency is how FastAPI puts
+# `security` on an operation (service.protocols.openapi then fits it to the settings). They only
+# document: the checks below read the header themselves (a malformed one is a 401, not "no token").
+ADMIN_SCHEME = HTTPBearer(scheme_name="adminToken", auto_error=False)
+API_SCHEME = HTTPBearer(scheme_name="apiToken", auto_error=False)
+
+
+# RFC 9110: a 401 says which scheme would do.
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
 def _bearer(header: str | None) -> str | None:
@@ -23,7 +34,7 @@ def _bearer(header: str | None) -> str | None:
         return None
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("malformed Authorization header: expected 'Bearer <token>'")
+        raise Unauthorized("malformed Authorization header: expected 'Bearer <token>'", _CHALLENGE)
     return token.strip()
 
 
@@ -43,7 +54,7 @@ def check_admin(settings: Settings, authorization: str | None) -> None:
             )
         return
     if token is None:
-        raise Unauthorized("this endpoint needs 'Authorization: Bearer <admin token>'")
+        raise Unauthorized("this endpoint needs 'Authorization: Bearer <admin token>'", _CHALLENGE)
     if not _matches(token, settings.admin_token):
         raise Forbidden("the bearer token is not the admin token")
 
@@ -54,16 +65,17 @@ def check_api(settings: Settings, authorization: str | None) -> None:
         return
     token = _bearer(authorization)
     if token is None:
-        raise Unauthorized("this endpoint needs 'Authorization: Bearer <token>' (TENSORGATE_API_TOKEN is set)")
+        raise Unauthorized("this endpoint needs 'Authorization: Bearer <token>' (TENSORGATE_API_TOKEN is set)",
+                           _CHALLENGE)
     if not _matches(token, settings.api_token, settings.admin_token):
         raise Forbidden("the bearer token is not valid for this server")
 
 
-async def require_admin(request: Request) -> None:
+async def require_admin(request: Request, _documented: object = Security(ADMIN_SCHEME)) -> None:
     """FastAPI dependency of the management routes."""
     check_admin(request.app.state.settings, request.headers.get("authorization"))
 
 
-async def require_api(request: Request) -> None:
+async def require_api(request: Request, _documented: object = Security(API_SCHEME)) -> None:
     """FastAPI dependency of the inference and metadata routes."""
     check_api(request.app.state.settings, request.headers.get("authorization"))

@@ -29,32 +29,33 @@ from starlette.routing import compile_path
 from starlette.types import Receive, Scope, Send
 
 from service.auth import check_api
+from service.protocols import openapi
 
-__all__ = ["Route", "InferenceRoutes", "ERROR_RESPONSES"]
+__all__ = ["Route", "InferenceRoutes", "INFERENCE_ERRORS"]
 
 Endpoint = Callable[..., Awaitable[Response]]
 
-# Every error leaves as `{"error": "..."}` (service.errors decides the status).
-ERROR_RESPONSES = {
-    "4XX": {
-        "description": "A client error: the message names the problem (bad input, unknown model, token, limits)",
-        "content": {"application/json": {"schema": {"type": "object", "properties": {"error": {"type": "string"}}}}},
-    },
-    "5XX": {"description": "Unavailable (not ready, queue full, shutting down) or timed out; `{\"error\": ...}`"},
-}
+# What an inference request can be answered with besides 200: a bad or misfitting body (400), the
+# API token (401, 403), an unknown model/version/label/tensor (404), a body, memory or response over
+# its limit (413), a full batch queue (429; TF Serving's predict says 503 as its clients expect),
+# a version not ready, load shed or out of memory (503), the request timeout (504).
+INFERENCE_ERRORS = (400, 401, 403, 404, 413, 429, 503, 504)
 
 
 @dataclass(frozen=True)
 class Route:
     """One inference route: `path` in Starlette's syntax, `endpoint(request, **path_parameters)`, and
-    the OpenAPI operation fields FastAPI would have read off a route (`requestBody`, tags); its
-    summary and description come from the endpoint's name and docstring, as FastAPI makes them."""
+    the OpenAPI operation fields FastAPI would have read off a route (`requestBody`, `responses`,
+    tags) with the error statuses it can answer; its summary and description come from the
+    endpoint's name and docstring, as FastAPI makes them. Path parameters get their rules from
+    `service.protocols.openapi.complete`, as FastAPI's routes do."""
 
     method: str
     path: str
     endpoint: Endpoint
     doc: dict[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    errors: tuple[int, ...] = INFERENCE_ERRORS
 
     def operation(self) -> dict[str, Any]:
         name = self.endpoint.__name__
@@ -64,10 +65,12 @@ class Route:
             "tags": list(self.tags),
             "summary": name.replace("_", " ").title(),
             "operationId": re.sub(r"\W", "_", f"{name}{self.path}") + f"_{self.method.lower()}",
-            "parameters": parameters,
-            "responses": {"200": {"description": "Successful Response"}, **ERROR_RESPONSES},
+            "security": [{"apiToken": []}],  # check_api, as require_api's Security dependency says
             **self.doc,
+            "parameters": parameters + self.doc.get("parameters", []),
         }
+        responses = {"200": {"description": "Successful Response"}, **self.doc.get("responses", {})}
+        operation["responses"] = {**responses, **{str(s): r for s, r in openapi.errors(*self.errors).items()}}
         if self.endpoint.__doc__:
             operation["description"] = " ".join(self.endpoint.__doc__.split())
         return operation
@@ -95,7 +98,9 @@ class InferenceRoutes:
         return None
 
     def allows(self, path: str) -> list[str]:
-        """The methods these routes serve `path` with (for a 405's Allow header when FastAPI has none)."""
+        """The methods these routes serve `path` with (for a 405's Allow header)."""
+        if not path.startswith(self._prefixes):
+            return []
         return sorted({route.method for route, pattern in self._patterns if pattern.match(path)})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -17,8 +17,9 @@ from service.auth import require_api
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane, check_input
 from service.inference.partial_runs import PartialRuns
-from service.protocols.bodies import json_body_doc, read_body
+from service.protocols.bodies import read_body
 from service.protocols.codecs import tfserving, tfserving_response
+from service.protocols.openapi import errors, json_body
 from service.protocols.rest_tfserving import parse_version
 from service.repository.signatures import TensorSpec
 
@@ -33,23 +34,44 @@ PROTOCOL = "partial_run"
 _SETUP_KEYS = ("feeds", "fetches", "targets", "signature_name")
 _STEP_KEYS = ("inputs", "outputs")
 
-_SETUP_BODY = json_body_doc(
+def _names(description: str) -> dict:
+    return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
+# Bodies take only these keys (an unknown one is a 400), so the schemas say so.
+_SETUP_BODY = json_body(
     {
-        "feeds": {"type": "array", "items": {"type": "string"}, "description": "input aliases or graph tensors fed over the steps"},
-        "fetches": {"type": "array", "items": {"type": "string"}, "description": "output aliases or graph tensors fetched over the steps"},
-        "targets": {"type": "array", "items": {"type": "string"}, "description": "nodes run for effect"},
-        "signature_name": {"type": "string", "default": "serving_default"},
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "feeds": _names("input aliases or graph tensors fed over the steps"),
+            "fetches": _names("output aliases or graph tensors fetched over the steps"),
+            "targets": _names("nodes run for effect"),
+            "signature_name": {"type": "string", "default": "serving_default"},
+        },
     },
     example={"feeds": ["a", "b"], "fetches": ["h", "y"]},
+    required=False,
 )
-
-_STEP_BODY = json_body_doc(
+_STEP_BODY = json_body(
     {
-        "inputs": {"type": "object", "description": "declared feeds not fed yet: name -> tensor"},
-        "outputs": {"type": "array", "items": {"type": "string"}, "description": "declared fetches to compute now"},
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "inputs": {"type": "object", "description": "declared feeds not fed yet: name -> tensor"},
+            "outputs": _names("declared fetches to compute now"),
+        },
+        # A step feeds or fetches something.
+        "anyOf": [{"required": ["inputs"], "properties": {"inputs": {"minProperties": 1}}},
+                  {"required": ["outputs"], "properties": {"outputs": {"minItems": 1}}}],
     },
     example={"inputs": {"a": [1.0, 2.0]}, "outputs": ["h"]},
 )
+_SETUP_RESPONSES = {
+    201: {"description": "The run is set up: its handle, and where its steps go",
+          "headers": {"Location": {"description": "The run's URL", "schema": {"type": "string"}}}},
+    **errors(400, 401, 403, 404, 413, 429, 503, 504),
+}
 
 
 def _plane(request: Request) -> DataPlane:
@@ -79,7 +101,7 @@ def _parse_object(body: bytes, keys: tuple[str, ...]) -> dict:
     return doc
 
 
-def _names(doc: dict, key: str) -> list[str]:
+def _tensor_names(doc: dict, key: str) -> list[str]:
     names = doc.get(key, [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadRequest(f"'{key}' must be a list of tensor names")
@@ -89,7 +111,7 @@ def _names(doc: dict, key: str) -> list[str]:
 def _parse_setup(body: bytes) -> dict:
     doc = _parse_object(body, _SETUP_KEYS)
     for key in ("feeds", "fetches", "targets"):
-        doc[key] = _names(doc, key)
+        doc[key] = _tensor_names(doc, key)
     if not isinstance(doc.get("signature_name", ""), str):
         raise BadRequest("'signature_name' must be a string")
     return doc
@@ -100,7 +122,7 @@ def _parse_step(body: bytes) -> dict:
     inputs = doc.setdefault("inputs", {})
     if not isinstance(inputs, dict):
         raise BadRequest("'inputs' must be an object: input name -> tensor")
-    doc["outputs"] = _names(doc, "outputs")
+    doc["outputs"] = _tensor_names(doc, "outputs")
     if not inputs and not doc["outputs"]:
         raise BadRequest("a step needs 'inputs' to feed or 'outputs' to fetch")
     return doc
@@ -149,7 +171,7 @@ async def _setup(request: Request, model: str, version: int | None, label: str |
 
 
 @router.post("/v1/models/{model}/partial_runs", dependencies=[Depends(require_api)], status_code=201,
-             openapi_extra=_SETUP_BODY)
+             openapi_extra=_SETUP_BODY, responses=_SETUP_RESPONSES)
 async def setup(request: Request, model: str) -> JSONResponse:
     """Set up a partial run on the latest available version: declare every feed and fetch of the
     run. Answers 201 with the handle the steps use; idle handles expire."""
@@ -157,18 +179,19 @@ async def setup(request: Request, model: str) -> JSONResponse:
 
 
 @router.post("/v1/models/{model}/versions/{version}/partial_runs", dependencies=[Depends(require_api)],
-             status_code=201, openapi_extra=_SETUP_BODY)
+             status_code=201, openapi_extra=_SETUP_BODY, responses=_SETUP_RESPONSES)
 async def setup_version(request: Request, model: str, version: str) -> JSONResponse:
     return await _setup(request, model, parse_version(version), None)
 
 
 @router.post("/v1/models/{model}/labels/{label}/partial_runs", dependencies=[Depends(require_api)],
-             status_code=201, openapi_extra=_SETUP_BODY)
+             status_code=201, openapi_extra=_SETUP_BODY, responses=_SETUP_RESPONSES)
 async def setup_label(request: Request, model: str, label: str) -> JSONResponse:
     return await _setup(request, model, None, label)
 
 
-@router.post("/v1/models/{model}/partial_runs/{handle}", dependencies=[Depends(require_api)], openapi_extra=_STEP_BODY)
+@router.post("/v1/models/{model}/partial_runs/{handle}", dependencies=[Depends(require_api)], openapi_extra=_STEP_BODY,
+             responses=errors(400, 401, 403, 404, 413, 503, 504))
 async def step(request: Request, model: str, handle: str) -> Response:
     """One step: feed declared inputs not fed yet, fetch declared outputs that can now be computed.
     The run ends by itself once every feed has been fed and every fetch fetched."""
@@ -191,7 +214,8 @@ async def step(request: Request, model: str, handle: str) -> Response:
     return Response(content, media_type="application/json")
 
 
-@router.delete("/v1/models/{model}/partial_runs/{handle}", dependencies=[Depends(require_api)], status_code=204)
+@router.delete("/v1/models/{model}/partial_runs/{handle}", dependencies=[Depends(require_api)], status_code=204,
+               responses=errors(401, 403, 404, 503, 504))
 async def close(request: Request, model: str, handle: str) -> Response:
     """End a partial run before it finishes, dropping its state (404 if it is not open)."""
     await _plane(request).call(_runs(request).close, model, handle)

@@ -5,8 +5,9 @@ regress through `service.inference.examples`), the model manager (reads) or the 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -18,9 +19,10 @@ from service.inference import examples
 from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane
 from service.protocols import tfserving_documents as documents
-from service.protocols.bodies import json_body_doc, parse_json, read_body, save_body, upload_limit, wait_for_disconnect
+from service.protocols.bodies import parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import tfserving, tfserving_examples, tfserving_response
-from service.protocols.inference_routes import Route
+from service.protocols.inference_routes import INFERENCE_ERRORS, Route
+from service.protocols.openapi import BASE64_PATTERN, VERSION_MAX, errors, json_body
 from service.protocols.proto.classification_pb2 import ClassificationRequest
 from service.protocols.proto.regression_pb2 import RegressionRequest
 from service.repository.archive import ARCHIVE_CONTENT_TYPES, archive_file_kind
@@ -33,19 +35,28 @@ __all__ = ["router", "ROUTES", "parse_version", "UPLOAD_PATH"]
 _TAGS = ("TensorFlow Serving REST",)
 router = APIRouter(tags=list(_TAGS))
 
-_PREDICT_BODY = json_body_doc(
+_PREDICT_BODY = json_body(
     {
-        "signature_name": {"type": "string", "default": "serving_default"},
-        "instances": {"type": "array", "description": "row format: one entry per example"},
-        "inputs": {"description": "columnar format: a tensor, or an object alias -> tensor"},
+        "type": "object",
+        "properties": {
+            "signature_name": {"type": "string", "default": "serving_default"},
+            "instances": {"type": "array", "description": "row format: one entry per example"},
+            "inputs": {"description": "columnar format: a tensor, or an object alias -> tensor"},
+        },
+        # Exactly one of the two formats (TF Serving: "expecting only one of 'inputs' or 'instances'").
+        "oneOf": [{"required": ["instances"]}, {"required": ["inputs"]}],
     },
     example={"instances": [1.0, 2.0, 5.0]},
 )
 
+_DIGITS = re.compile(r"[0-9]+")
+
 
 def parse_version(version: str) -> int:
-    if not version.isdigit() or int(version) <= 0:
-        raise BadRequest(f"invalid version '{version}': versions are positive integers")
+    """A version from a path or body: ASCII digits naming an int64 of at least 1 (TensorFlow Serving's
+    versions are int64s); BadRequest otherwise."""
+    if not _DIGITS.fullmatch(version) or not 1 <= int(version) <= VERSION_MAX:
+        raise BadRequest(f"invalid version '{version}': versions are positive integers (at most {VERSION_MAX})")
     return int(version)
 
 
@@ -67,18 +78,27 @@ def _status(request: Request, model: str, version: int | None, label: str | None
     return documents.model_status(_manager(request), model, version, label)
 
 
-@router.get("/v1/models/{model}", dependencies=[Depends(require_api)])
+# Reads: the API token (401, 403), an unknown model, version or label (404), an invalid version (400).
+_READ_ERRORS = errors(401, 403, 404)
+_VERSION_READ_ERRORS = errors(400, 401, 403, 404)
+# Metadata needs a loaded version: 503 while none is.
+_METADATA_ERRORS = errors(401, 403, 404, 503)
+_VERSION_METADATA_ERRORS = errors(400, 401, 403, 404, 503)
+
+
+@router.get("/v1/models/{model}", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
 def model_status(request: Request, model: str) -> dict[str, Any]:
     """Every version of the model and its state (START, LOADING, AVAILABLE, UNLOADING, END)."""
     return _status(request, model, None, None)
 
 
-@router.get("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_api)])
+@router.get("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_api)],
+            responses=_VERSION_READ_ERRORS)
 def version_status(request: Request, model: str, version: str) -> dict[str, Any]:
     return _status(request, model, parse_version(version), None)
 
 
-@router.get("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_api)])
+@router.get("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
 def label_status(request: Request, model: str, label: str) -> dict[str, Any]:
     return _status(request, model, None, label)
 
@@ -87,18 +107,20 @@ def _metadata(request: Request, model: str, version: int | None, label: str | No
     return documents.model_metadata(_manager(request), model, version, label)
 
 
-@router.get("/v1/models/{model}/metadata", dependencies=[Depends(require_api)])
+@router.get("/v1/models/{model}/metadata", dependencies=[Depends(require_api)], responses=_METADATA_ERRORS)
 def model_metadata(request: Request, model: str) -> dict[str, Any]:
     """The SignatureDefs of the latest available version: aliases, tensors, dtypes and shapes."""
     return _metadata(request, model, None, None)
 
 
-@router.get("/v1/models/{model}/versions/{version}/metadata", dependencies=[Depends(require_api)])
+@router.get("/v1/models/{model}/versions/{version}/metadata", dependencies=[Depends(require_api)],
+            responses=_VERSION_METADATA_ERRORS)
 def version_metadata(request: Request, model: str, version: str) -> dict[str, Any]:
     return _metadata(request, model, parse_version(version), None)
 
 
-@router.get("/v1/models/{model}/labels/{label}/metadata", dependencies=[Depends(require_api)])
+@router.get("/v1/models/{model}/labels/{label}/metadata", dependencies=[Depends(require_api)],
+            responses=_METADATA_ERRORS)
 def label_metadata(request: Request, model: str, label: str) -> dict[str, Any]:
     return _metadata(request, model, None, label)
 
@@ -142,13 +164,30 @@ async def predict_label(request: Request, model: str, label: str) -> Response:
 
 # --- classify and regress ------------------------------------------------------------------------
 
-_EXAMPLES_BODY = json_body_doc(
+# A tf.Example's feature: one value or a list of values of one kind, as TF Serving reads them: integers
+# (and booleans) make an int64_list, other numbers a float_list, strings and {"b64": ...} a bytes_list.
+# NOTE: JSON Schema cannot tell 2.0 from 2, which TF Serving reads as different kinds; the schema
+# keeps floats to non-integral values so that nothing it admits mixes kinds in one list.
+_INT64 = {"type": ["integer", "boolean"], "minimum": -(2**63), "maximum": VERSION_MAX}
+_FLOAT = {"type": "number", "not": {"type": "integer"}}
+_BYTES = {"anyOf": [
+    {"type": "string"},
+    {"type": "object", "required": ["b64"], "additionalProperties": False,
+     "properties": {"b64": {"type": "string", "pattern": BASE64_PATTERN}}},
+]}
+_FEATURE = {"anyOf": [kind for one in (_INT64, _FLOAT, _BYTES) for kind in (one, {"type": "array", "items": one})]}
+_EXAMPLE = {"type": "object", "additionalProperties": _FEATURE, "description": "a tf.Example: feature -> value or list"}
+_EXAMPLES_BODY = json_body(
     {
-        "signature_name": {"type": "string", "default": "serving_default"},
-        "context": {"type": "object", "description": "features every example shares: name -> value or list"},
-        "examples": {"type": "array", "description": "tf.Examples as objects: feature name -> value or list"},
+        "type": "object",
+        "required": ["examples"],
+        "properties": {
+            "signature_name": {"type": "string", "default": "serving_default"},
+            "context": {**_EXAMPLE, "description": "features every example shares"},
+            "examples": {"type": "array", "minItems": 1, "items": _EXAMPLE},
+        },
     },
-    example={"examples": [{"x": 1.0, "tag": "a"}, {"x": 2.5, "tag": "b"}]},
+    example={"examples": [{"x": 1.5, "tag": "a"}, {"x": 2.5, "tag": "b"}]},
 )
 
 
@@ -195,11 +234,15 @@ async def regress_label(request: Request, model: str, label: str) -> Response:
     return await _classify_or_regress(request, model, None, label, classify=False)
 
 
+# Predict answers a full batch queue with 503, as TF Serving's clients expect, never 429.
+_PREDICT_ERRORS = tuple(status for status in INFERENCE_ERRORS if status != 429)
+
 # Dispatched ahead of FastAPI's router (see service.protocols.inference_routes).
 ROUTES = [
-    Route("POST", "/v1/models/{model}:predict", predict, _PREDICT_BODY, _TAGS),
-    Route("POST", "/v1/models/{model}/versions/{version}:predict", predict_version, _PREDICT_BODY, _TAGS),
-    Route("POST", "/v1/models/{model}/labels/{label}:predict", predict_label, _PREDICT_BODY, _TAGS),
+    Route("POST", "/v1/models/{model}:predict", predict, _PREDICT_BODY, _TAGS, _PREDICT_ERRORS),
+    Route("POST", "/v1/models/{model}/versions/{version}:predict", predict_version, _PREDICT_BODY, _TAGS,
+          _PREDICT_ERRORS),
+    Route("POST", "/v1/models/{model}/labels/{label}:predict", predict_label, _PREDICT_BODY, _TAGS, _PREDICT_ERRORS),
     Route("POST", "/v1/models/{model}:classify", classify, _EXAMPLES_BODY, _TAGS),
     Route("POST", "/v1/models/{model}/versions/{version}:classify", classify_version, _EXAMPLES_BODY, _TAGS),
     Route("POST", "/v1/models/{model}/labels/{label}:classify", classify_label, _EXAMPLES_BODY, _TAGS),
@@ -211,20 +254,24 @@ ROUTES = [
 
 # --- management ----------------------------------------------------------------------------------
 
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
+        # Any Content-Type is read by the rules below; these are the ones that say what the body is.
         "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
-            "application/zip": {"schema": {"type": "string", "format": "binary"}},
+            "application/octet-stream": _BINARY,
+            "text/plain": _BINARY,
+            **{content_type: _BINARY for content_type in sorted(ARCHIVE_CONTENT_TYPES)},
         },
         "description": "A GraphDef: binary (model.pb), or text (model.pbtxt) with `?format=pbtxt`; or an archive "
-                       "(.tar.gz, .tgz, .tar, .zip) of a version directory, such as a SavedModel, recognised by its magic "
-                       "bytes or an archive Content-Type (`?format=archive` insists).",
-    }
+                       "(.tar.gz, .tgz, .tar, .zip) of a version directory, such as a SavedModel, recognised by its "
+                       "magic bytes or an archive Content-Type (`?format=archive` insists). "
+                       "`Content-Encoding: gzip` or `deflate` is decompressed as it streams. Up to "
+                       "TENSORGATE_MAX_UPLOAD_BYTES (413 beyond).",
+    },
+    "responses": {"201": {"description": "The version was validated, written and is being served"}},
 }
-_UPLOAD_FORMATS = ("pb", "pbtxt", "archive")
 # The one route whose body is held to TENSORGATE_MAX_UPLOAD_BYTES rather than the request limit
 # (the app's BodyLimitMiddleware is told so).
 UPLOAD_PATH = "/v1/models/{model}/versions/{version}"
@@ -235,9 +282,11 @@ def _is_archive(request: Request, body: Path) -> bool:
     return content_type in ARCHIVE_CONTENT_TYPES or archive_file_kind(body) is not None
 
 
+# Every management write: the admin token (401, 403), the repository's state (409).
 @router.put(UPLOAD_PATH, dependencies=[Depends(require_admin)], status_code=201, openapi_extra=_UPLOAD_BODY,
-            tags=["management"])
-async def upload_version(request: Request, model: str, version: str, format: str | None = None) -> JSONResponse:
+            tags=["management"], responses=errors(400, 401, 403, 409, 413, 503))
+async def upload_version(request: Request, model: str, version: str,
+                         format: Literal["pb", "pbtxt", "archive"] | None = None) -> JSONResponse:
     """Upload a version: validated and warmed up before it is written (atomically) and served.
 
     The body is a GraphDef, or an archive of a version directory (a SavedModel's `saved_model.pb`,
@@ -246,8 +295,6 @@ async def upload_version(request: Request, model: str, version: str, format: str
     a binary GraphDef. The body is streamed to a staging file in the repository (never held in
     memory), up to TENSORGATE_MAX_UPLOAD_BYTES; whatever happens, that file is gone afterwards."""
     number = parse_version(version)
-    if format is not None and format not in _UPLOAD_FORMATS:
-        raise BadRequest(f"invalid format '{format}': expected one of {', '.join(_UPLOAD_FORMATS)}")
     management = _management(request)
     with management.upload_file(model) as body:
         size = await save_body(request, body, upload_limit(request.app.state.settings))
@@ -261,7 +308,8 @@ async def upload_version(request: Request, model: str, version: str, format: str
     return JSONResponse({"model_version_status": [documents.version_status(status)]}, status_code=201)
 
 
-@router.delete("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], tags=["management"])
+@router.delete("/v1/models/{model}/versions/{version}", dependencies=[Depends(require_admin)], tags=["management"],
+               responses=errors(400, 401, 403, 404, 409))
 async def delete_version(request: Request, model: str, version: str) -> dict[str, Any]:
     """Unload a version (after its in-flight requests) and remove it from the repository."""
     number = parse_version(version)
@@ -269,22 +317,36 @@ async def delete_version(request: Request, model: str, version: str) -> dict[str
     return {"deleted": {"model": model, "version": str(number)}}
 
 
+_LABEL_BODY = json_body(
+    {
+        "type": "object",
+        "required": ["version"],
+        "properties": {"version": {"anyOf": [
+            {"type": "integer", "minimum": 1, "maximum": VERSION_MAX},
+            # As status documents write versions (up to 18 digits: a pattern cannot say 2^63 - 1).
+            {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
+        ]}},
+    },
+    example={"version": 2},
+)
+
+
 @router.put("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_admin)], tags=["management"],
-            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"example": {"version": 2}}}}})
+            openapi_extra=_LABEL_BODY, responses=errors(400, 401, 403, 404, 409, 413))
 async def set_label(request: Request, model: str, label: str) -> dict[str, Any]:
     """Point a label at an available version: body `{"version": N}`. Persisted in config.yaml."""
     body = await read_body(request)
     doc = parse_json(body)
-    try:
-        version = doc["version"]
-    except (TypeError, KeyError):
-        raise BadRequest('expected a JSON body {"version": N}') from None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if type(version) is not int and not isinstance(version, str):  # bool is an int, but not a version
+        raise BadRequest('expected a JSON body {"version": N}')
     number = parse_version(str(version))
     labels = await run_in_threadpool(_management(request).set_label, model, label, number)
     return {"labels": {k: str(v) for k, v in labels.items()}}
 
 
-@router.delete("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_admin)], tags=["management"])
+@router.delete("/v1/models/{model}/labels/{label}", dependencies=[Depends(require_admin)], tags=["management"],
+               responses=errors(401, 403, 404, 409))
 async def delete_label(request: Request, model: str, label: str) -> dict[str, Any]:
     labels = await run_in_threadpool(_management(request).delete_label, model, label)
     return {"labels": {k: str(v) for k, v in labels.items()}}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -20,6 +21,7 @@ from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import v2
 from service.protocols.inference_routes import Route
+from service.protocols.openapi import BASE64_PATTERN, errors, json_body
 from service.protocols.rest_tfserving import parse_version
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
@@ -30,30 +32,78 @@ _TAGS = ("Open Inference Protocol (v2)",)
 router = APIRouter(tags=list(_TAGS))
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit takes other scripts' digits too
 
-_INFER_BODY = {
+_PARAMETERS = {"type": "object", "description": "parameters: name -> value"}
+_INPUT = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {"enum": list(v2.DATATYPES)},
+        "parameters": {**_PARAMETERS, "description": "e.g. binary_data_size: the tensor's bytes in the binary section"},
+        "data": {"type": "array", "description": "the elements, flat or nested, row-major; len = product of shape"},
+    },
+}
+_OUTPUT = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"type": "string"},
+                   "parameters": {**_PARAMETERS, "description": "e.g. binary_data: true to get it in binary"}},
+}
+_INFER_HEADER = {
+    "type": "object",
+    "required": ["inputs"],
+    "properties": {
+        "id": {"type": ["string", "null"]},
+        "parameters": {**_PARAMETERS, "properties": {"binary_data_output": {"type": "boolean"}},
+                       "description": "e.g. binary_data_output, timeout (µs), priority (1 highest), signature_name"},
+        "inputs": {"type": "array", "items": _INPUT},
+        "outputs": {"type": "array", "items": _OUTPUT},
+    },
+}
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_INFER_DOC = {
+    "parameters": [{
+        "name": HEADER_LENGTH,
+        "in": "header",
+        "required": False,
+        "description": "The binary tensor extension: the body is a JSON header of this many bytes (the object "
+                       "the JSON body would be), then the tensors' bytes; absent, the whole body is JSON.",
+        "schema": {"type": "integer", "minimum": 0},
+    }],
     "requestBody": {
         "required": True,
         "content": {
             "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["inputs"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "parameters": {"type": "object", "description": "e.g. binary_data_output, timeout (µs), priority (1 highest), signature_name"},
-                        "inputs": {"type": "array", "items": {"type": "object", "required": ["name", "shape", "datatype"]}},
-                        "outputs": {"type": "array", "items": {"type": "object", "required": ["name"]}},
-                    },
-                },
-                "example": {"inputs": [{"name": "features", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]},
+                "schema": _INFER_HEADER,
+                "example": {"inputs": [{"name": "features", "shape": [1, 4], "datatype": "FP32",
+                                        "data": [5.1, 3.5, 1.4, 0.2]}]},
             },
             "application/octet-stream": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "Binary tensor extension: a JSON header of `Inference-Header-Content-Length` bytes, then tensor data.",
+                **_BINARY,
+                "description": f"Binary tensor extension: a JSON header of `{HEADER_LENGTH}` bytes, then tensor data.",
             },
         },
-    }
+    },
+    "responses": {"200": {
+        "description": "The outputs: JSON, or with binary outputs a JSON header then their bytes",
+        "headers": {HEADER_LENGTH: {"description": "With binary outputs: the JSON header's length in bytes",
+                                    "schema": {"type": "integer", "minimum": 0}}},
+        "content": {"application/json": {"schema": {"type": "object"}}, "application/octet-stream": _BINARY},
+    }},
+}
+# Reads: the API token (401, 403), an unknown model or version (404), no version loaded (503), an
+# invalid version (400).
+_READ_ERRORS = errors(401, 403, 404, 503)
+_VERSION_READ_ERRORS = errors(400, 401, 403, 404, 503)
+_READY_SCHEMA = {"type": "object", "required": ["name", "ready"],
+                 "properties": {"name": {"type": "string"}, "ready": {"type": "boolean"}}}
+# Readiness answers 503 with the same document, so that a probe needs only the status.
+_MODEL_READY_RESPONSES = {
+    200: {"description": "Ready", "content": {"application/json": {"schema": _READY_SCHEMA}}},
+    503: {"description": "Not ready", "content": {"application/json": {"schema": _READY_SCHEMA}}},
 }
 
 
@@ -83,7 +133,16 @@ async def live() -> dict[str, bool]:
     return {"live": True}
 
 
-@router.get("/v2/health/ready")
+def _ready_document(ready: bool) -> dict[str, Any]:
+    schema = {"type": "object", "required": ["ready"], "properties": {"ready": {"const": ready}}}
+    return {"application/json": {"schema": schema}}
+
+
+@router.get("/v2/health/ready", responses={
+    200: {"description": "Ready", "content": _ready_document(True)},
+    503: {"description": "Not ready (models loading, or the server draining before it stops)",
+          "content": _ready_document(False)},
+})
 async def ready(request: Request) -> JSONResponse:
     """200 once every model in the repository has a version available; 503 before."""
     is_ready = _manager(request).ready()
@@ -93,13 +152,14 @@ async def ready(request: Request) -> JSONResponse:
 # --- models --------------------------------------------------------------------------------------
 
 
-@router.get("/v2/models/{model}", dependencies=[Depends(require_api)])
+@router.get("/v2/models/{model}", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
 def model_metadata(request: Request, model: str) -> dict[str, Any]:
     """Inputs and outputs (of the default signature) with datatypes and shapes (-1: any size)."""
     return oip.model_metadata(_manager(request), model, None)
 
 
-@router.get("/v2/models/{model}/versions/{version}", dependencies=[Depends(require_api)])
+@router.get("/v2/models/{model}/versions/{version}", dependencies=[Depends(require_api)],
+            responses=_VERSION_READ_ERRORS)
 def version_metadata(request: Request, model: str, version: str) -> dict[str, Any]:
     return oip.model_metadata(_manager(request), model, parse_version(version))
 
@@ -109,23 +169,26 @@ def _model_ready(request: Request, model: str, version: int | None) -> JSONRespo
     return JSONResponse({"name": model, "ready": ready}, status_code=200 if ready else 503)
 
 
-@router.get("/v2/models/{model}/ready", dependencies=[Depends(require_api)])
+@router.get("/v2/models/{model}/ready", dependencies=[Depends(require_api)],
+            responses={**_MODEL_READY_RESPONSES, **errors(401, 403, 404)})
 def model_ready(request: Request, model: str) -> JSONResponse:
     return _model_ready(request, model, None)
 
 
-@router.get("/v2/models/{model}/versions/{version}/ready", dependencies=[Depends(require_api)])
+@router.get("/v2/models/{model}/versions/{version}/ready", dependencies=[Depends(require_api)],
+            responses={**_MODEL_READY_RESPONSES, **errors(400, 401, 403, 404)})
 def version_ready(request: Request, model: str, version: str) -> JSONResponse:
     return _model_ready(request, model, parse_version(version))
 
 
-@router.get("/v2/models/{model}/config", dependencies=[Depends(require_api)])
+@router.get("/v2/models/{model}/config", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
 def model_config(request: Request, model: str) -> dict[str, Any]:
     """The model's configuration in Triton's form (what `tritonclient`'s get_model_config reads)."""
     return oip.model_config(_manager(request), model, None)
 
 
-@router.get("/v2/models/{model}/versions/{version}/config", dependencies=[Depends(require_api)])
+@router.get("/v2/models/{model}/versions/{version}/config", dependencies=[Depends(require_api)],
+            responses=_VERSION_READ_ERRORS)
 def version_config(request: Request, model: str, version: str) -> dict[str, Any]:
     return oip.model_config(_manager(request), model, parse_version(version))
 
@@ -138,7 +201,7 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
     async with plane.observe("v2", model) as obs:
         body = await read_body(request)
         header = request.headers.get(HEADER_LENGTH)
-        if header is not None and not header.strip().isdigit():
+        if header is not None and not _DIGITS.fullmatch(header.strip()):
             raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
         decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
         result = await oip.infer(plane, model, version, decoded, obs, disconnected=lambda: wait_for_disconnect(request))
@@ -164,8 +227,8 @@ async def infer_version(request: Request, model: str, version: str) -> Response:
 
 # Dispatched ahead of FastAPI's router (see service.protocols.inference_routes).
 ROUTES = [
-    Route("POST", "/v2/models/{model}/infer", infer, _INFER_BODY, tags=_TAGS),
-    Route("POST", "/v2/models/{model}/versions/{version}/infer", infer_version, _INFER_BODY, tags=_TAGS),
+    Route("POST", "/v2/models/{model}/infer", infer, _INFER_DOC, tags=_TAGS),
+    Route("POST", "/v2/models/{model}/versions/{version}/infer", infer_version, _INFER_DOC, tags=_TAGS),
 ]
 
 
@@ -181,10 +244,17 @@ async def _optional_json(request: Request, limit: BodyLimit | None = None) -> di
     return doc
 
 
-@router.post("/v2/repository/index", dependencies=[Depends(require_api)], tags=["model repository"])
+_INDEX_BODY = json_body({"type": "object", "properties": {"ready": {"type": "boolean"}}}, {"ready": True},
+                        required=False)
+
+
+@router.post("/v2/repository/index", dependencies=[Depends(require_api)], tags=["model repository"],
+             openapi_extra=_INDEX_BODY, responses=errors(400, 401, 403, 413))
 async def repository_index(request: Request) -> list[dict[str, Any]]:
     """Every model in the repository with each version's state; `{"ready": true}` lists only READY ones."""
     doc = await _optional_json(request)
+    if not isinstance(doc.get("ready", False), bool):
+        raise BadRequest("'ready' must be true or false")
     return oip.index_rows(_manager(request), ready_only=doc.get("ready") is True)
 
 
@@ -213,7 +283,23 @@ def _load_parameters(doc: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]
 LOAD_PATH = "/v2/repository/models/{model}/load"
 
 
-@router.post(LOAD_PATH, dependencies=[Depends(require_admin)], tags=["model repository"])
+_LOAD_BODY = json_body(
+    {
+        "type": "object",
+        "properties": {"parameters": {
+            "type": "object",
+            "properties": {"config": {"type": "string", "description": "the model's config.yaml (or JSON)"}},
+            "patternProperties": {"^file:": {"type": "string", "pattern": BASE64_PATTERN,
+                                              "description": "file:<version>/<path>: a file's bytes in base64"}},
+        }},
+    },
+    example={"parameters": {"file:1/model.pb": "CgMKAXg="}},
+    required=False,
+)
+
+
+@router.post(LOAD_PATH, dependencies=[Depends(require_admin)], tags=["model repository"], openapi_extra=_LOAD_BODY,
+             responses=errors(400, 401, 403, 404, 409, 413, 503))
 async def load(request: Request, model: str) -> dict[str, Any]:
     """Load (or reload) a model. Parameters `config` (config.yaml text) and `file:<version>/<path>`
     (base64) upload a model first, as with Triton: a version's files (`file:1/saved_model.pb`,
@@ -228,7 +314,9 @@ async def load(request: Request, model: str) -> dict[str, Any]:
     return {"name": model, "versions": [oip.index_row(s) for s in statuses]}
 
 
-@router.post("/v2/repository/models/{model}/unload", dependencies=[Depends(require_admin)], tags=["model repository"])
+@router.post("/v2/repository/models/{model}/unload", dependencies=[Depends(require_admin)], tags=["model repository"],
+             openapi_extra=json_body({"type": "object"}, {}, required=False),
+             responses=errors(400, 401, 403, 404, 409, 413))
 async def unload(request: Request, model: str) -> dict[str, Any]:
     """Unload every version (after in-flight requests finish); it stays unloaded until loaded again."""
     await _optional_json(request)
