@@ -107,7 +107,8 @@ _DESCRIPTION = (
     "Security follows the server's settings: with TENSORGATE_ADMIN_TOKEN set, management operations need it as a "
     "bearer token (without one they are open only while the server listens on loopback, 403 beyond it); with "
     "TENSORGATE_API_TOKEN set, inference and metadata need it (or the admin token). Health, metrics and this "
-    "document stay open. A request whose client goes away before its answer is dropped: its status, 499, only "
+    "document stay open. Request bodies may come with `Content-Encoding: gzip` or `deflate` (limits apply to the "
+    "decompressed size). A request whose client goes away before its answer is dropped: its status, 499, only "
     "shows in the metrics."
 )
 
