@@ -22,7 +22,7 @@ before it reached END. Versions stay on disk, as a user's would.
 The server's RSS (VmRSS of /proc/<pid>/status) is sampled every second. Reported: per stream,
 requests, errors (non-2xx answers, transport errors and timeouts, wrong answers), requests/s, p50 and
 p99; RSS at `--rss-baseline-s` (60; a third of the run when the run is shorter than twice that), at
-the end, its peak, and the growth from the baseline to the end (medians over 30 s windows, see
+the end, its peak, and the growth from the baseline to the end (medians over 60 s windows, see
 `rss_summary`); the reloads; the server's CPU and
 ERROR lines in its log; then the targets, PASS/FAIL: 0 errors, 0 errors on the reloaded model's
 streams, every reload served and its predecessor retired, RSS growth < 5 % after the baseline, the
@@ -399,15 +399,15 @@ def check_after(url: str, cases: dict[str, Case]) -> str:
 
 def rss_summary(samples: list[tuple[float, int]], baseline_s: float) -> dict:
     """RSS (MiB) at the sample nearest `baseline_s` and at the last one, its peak after the baseline,
-    and the growth. The growth compares medians over a window (30 s; a third of the time after the
+    and the growth. The growth compares medians over a window (60 s; a third of the time after the
     baseline when that is shorter) from the baseline on and at the end: the heap's RSS steps up and
-    down by a few percent as arenas grow and are trimmed, so two single samples would measure
-    those steps rather than a trend."""
+    down by ~6 % over about 30 s as arenas grow and are trimmed (seen in 60-90 s runs), so two
+    single samples would measure those steps rather than a trend."""
     if not samples:
         return {}
     at = min(samples, key=lambda s: abs(s[0] - baseline_s))
     end = samples[-1]
-    window = min(30.0, (end[0] - at[0]) / 3)
+    window = min(60.0, (end[0] - at[0]) / 3)
     first = statistics.median(kib for t, kib in samples if at[0] <= t < at[0] + window)
     last = statistics.median(kib for t, kib in samples if t > end[0] - window)
     return {"baseline_s": round(at[0], 1), "baseline_mib": at[1] / 1024, "end_s": round(end[0], 1),
