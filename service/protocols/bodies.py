@@ -36,7 +36,6 @@ __all__ = [
     "save_body",
     "parse_json",
     "wait_for_disconnect",
-    "json_body_doc",
 ]
 
 _WRITE_BATCH = 1024 * 1024  # bytes gathered from the socket before one write to disk (off the event loop)
@@ -222,15 +221,3 @@ async def wait_for_disconnect(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
 
-
-def json_body_doc(properties: dict[str, Any], example: Any) -> dict[str, Any]:
-    """OpenAPI `openapi_extra` documenting a JSON object body: routes read their bodies themselves
-    (size limits, gzip), so FastAPI cannot infer the schema from a parameter."""
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"type": "object", "properties": properties}, "example": example}
-            },
-        }
-    }

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from service import repository
 from service.settings import Settings
 
 __all__ = ["errors", "json_body", "complete", "MODEL_NAME_PATTERN", "LABEL_PATTERN", "VERSION_MAX", "BASE64_PATTERN",
            "ERROR_SCHEMA"]
 
-# service.repository.check_model_name's rule, and management's for labels (ASCII here: see the report).
-MODEL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
-LABEL_PATTERN = r"^[A-Za-z0-9_-]+$"
+# The repository's rules for model names and labels (service.repository.check_model_name/check_label).
+MODEL_NAME_PATTERN = f"^{repository.MODEL_NAME_PATTERN}$"
+LABEL_PATTERN = f"^{repository.LABEL_PATTERN}$"
 # Base64, padded or not (absl's Base64Unescape, which TF Serving uses, takes both).
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
 # TensorFlow Serving's versions are int64s; 0 and negatives are not versions.

@@ -53,7 +53,10 @@ __all__ = [
     "VersionFiles",
     "ModelRepository",
     "check_model_name",
+    "check_label",
     "check_relative_path",
+    "MODEL_NAME_PATTERN",
+    "LABEL_PATTERN",
     "config_fingerprint",
     "read_config",
     "scan_versions",
@@ -66,7 +69,11 @@ GRAPH_FILES = ("model.pb", "model.pbtxt")
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 VERSION_FILES = GRAPH_FILES + SAVED_MODEL_FILES
 CONFIG_FILE = "config.yaml"
-_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# The alphabets of model names and labels (the OpenAPI document states the same patterns).
+MODEL_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+LABEL_PATTERN = r"[A-Za-z0-9_-]+"
+_MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
+_LABEL = re.compile(LABEL_PATTERN)
 _STAGING_PREFIX = ".staging-"
 _TRASH_PREFIX = ".deleted-"
 
@@ -76,6 +83,13 @@ def check_model_name(name: str) -> str:
     if not _MODEL_NAME.fullmatch(name):
         raise BadRequest(f"invalid model name '{name}': use letters, digits, '_', '.', '-' (not starting with '.' or '-')")
     return name
+
+
+def check_label(label: str) -> str:
+    """A label: ASCII letters, digits, `_` and `-` (str.isalnum would take any script's letters)."""
+    if not _LABEL.fullmatch(label):
+        raise BadRequest(f"invalid label '{label}': use ASCII letters, digits, '_' and '-'")
+    return label
 
 
 def check_relative_path(path: str) -> PurePosixPath:

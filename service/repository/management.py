@@ -19,7 +19,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from service.errors import BadRequest, Conflict, NotFound
-from service.repository import GRAPH_FILES, VERSION_FILES, ModelRepository, check_model_name, version_source
+from service.repository import (
+    GRAPH_FILES,
+    VERSION_FILES,
+    ModelRepository,
+    check_label,
+    check_model_name,
+    version_source,
+)
 from service.repository.archive import ARCHIVE_SUFFIXES, ArchiveLimits, extract_archive
 from service.repository.config import ConfigError, ModelConfig, parse_model_config
 from service.repository.manager import ModelManager
@@ -170,8 +177,7 @@ class RepositoryManagement:
 
     def set_label(self, name: str, label: str, version: int) -> dict[str, int]:
         """Point `label` at an available version, and persist it in config.yaml."""
-        if not label or not label.replace("_", "").replace("-", "").isalnum():
-            raise BadRequest(f"invalid label '{label}': use letters, digits, '_' and '-'")
+        check_label(label)
         self._writable(name)
         with self.manager.locked():
             config = self.manager.known_config(name)

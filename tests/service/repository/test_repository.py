@@ -279,3 +279,14 @@ def test_signature_change_reloads_versions(tmp_path, make_server, client):
     (root / "m" / "config.yaml").write_text("signatures: [oops]\n")
     wait_for(lambda: "config.yaml" in c.get("/v1/models/m").json()["model_version_status"][0]["status"]["error_message"])
     assert c.post("/v1/models/m:predict", json={"inputs": {"value": [[1.0, 2.0]]}}).status_code == 200
+
+
+@pytest.mark.parametrize("label", ["é", "canary!", "a b", "", "１"])
+def test_labels_are_ascii_letters_digits_underscore_and_dash(label):
+    """The OpenAPI document's pattern for labels is the server's own (str.isalnum took any script)."""
+    from service.errors import BadRequest
+    from service.repository import check_label
+
+    with pytest.raises(BadRequest, match="invalid label"):
+        check_label(label)
+    assert check_label("canary-2_b") == "canary-2_b"
