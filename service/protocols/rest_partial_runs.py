@@ -17,6 +17,7 @@ from service.auth import require_api
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane, check_input
 from service.inference.partial_runs import PartialRuns
+from service.inference.response_limit import JSON
 from service.protocols.bodies import read_body
 from service.protocols.codecs import tfserving, tfserving_response
 from service.protocols.openapi import errors, json_body
@@ -210,7 +211,9 @@ async def step(request: Request, model: str, handle: str) -> Response:
                 feeds[spec.tensor] = arrays[spec.alias]
             values, obs.compute_s = await plane.call(runs.step, run, servable, feeds, [s.tensor for s in fetch_specs])
         outputs = {spec.alias: value for spec, value in zip(fetch_specs, values)}
+        plane.response_limit.check_outputs((name, value, JSON) for name, value in outputs.items())
         content = await plane.maybe_call(sum(v.nbytes for v in values), _encode, outputs)
+        plane.response_limit.check_encoded(len(content))
     return Response(content, media_type="application/json")
 
 

@@ -267,3 +267,15 @@ def test_binary_request_framing_still_works_under_the_limits(http):
                          headers={"Inference-Header-Content-Length": str(len(header))})
     assert response.status_code == 413
     assert_names_the_bomb(response.json()["error"])
+
+
+def test_a_partial_run_step_over_the_response_limit_is_413(http):
+    """Partial-run steps encode their outputs themselves: the same limit, before and after encoding."""
+    created = http.post("/v1/models/bomb/partial_runs", json={"feeds": ["dims", "value"], "fetches": ["y"]})
+    assert created.status_code == 201, created.text
+    handle = created.json()["handle"]
+    response = http.post(f"/v1/models/bomb/partial_runs/{handle}",
+                         json={"inputs": {"dims": WIDE, "value": THIRD}, "outputs": ["y"]})
+    assert response.status_code == 413, response.text
+    assert_response_refused(response.json()["error"])
+    assert_serves(http)
