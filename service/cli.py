@@ -103,11 +103,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"error: model repository '{settings.model_repository}' is not a directory", file=sys.stderr)
         return 2
     try:
-        serve(settings)
+        # SIGTERM/SIGINT shut down gracefully: 0 when every request in flight finished within the grace.
+        return serve(settings)
     except ConfigError as e:  # TensorFlow Serving's config files are read before the server starts
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

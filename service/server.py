@@ -1,19 +1,45 @@
 """Running the app under uvicorn: in the foreground (`tensorgate serve`) or in a background thread
-(tests and benchmarks, which need a real server on a free port that stops by itself)."""
+(tests and benchmarks, which need a real server on a free port that stops by itself).
+
+A graceful shutdown (SIGTERM or SIGINT in the foreground, `stop()` in the background) goes, in order:
+readiness fails (HTTP `/v2/health/ready` 503, gRPC health NOT_SERVING for every service name, KServe's
+ServerReady false); the listeners close (HTTP and gRPC: new connections are refused) and idle keep-alive
+connections with them, while a connection with a request in flight finishes it and closes after its
+response (`Connection: close`), never reset mid-request; requests in flight, those waiting in batch queues
+included, finish within `shutdown_grace_s`; past it, those still waiting get 503, and the process exits
+even if a computation it cannot interrupt is still running. A second SIGINT exits at once.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
 import ssl
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from types import FrameType
 
 import uvicorn
+from starlette.datastructures import State
 
 from service.app import create_app
 from service.observability.access_log import log_config
 from service.settings import Settings
 
-__all__ = ["serve", "BackgroundServer"]
+__all__ = ["serve", "BackgroundServer", "TensorgateServer"]
+
+log = logging.getLogger("tensorgate.server")
+
+# After the grace, requests still waiting are answered 503: this long is left for those answers to be
+# sent before uvicorn cancels what remains (a client still sending its body, say).
+_ANSWER_MARGIN_S = 1.0
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _tls(settings: Settings) -> dict:
@@ -34,6 +60,8 @@ def _config(settings: Settings, grpc_port: int | None, *, configure_logging: boo
         log_level=settings.log_level,
         # The body limit and our own timeouts bound requests; keep-alive suits clients that reuse connections.
         timeout_keep_alive=30,
+        # Our own grace ends waiting requests with 503 first (TensorgateServer.shutdown); this is the backstop.
+        timeout_graceful_shutdown=settings.shutdown_grace_s + _ANSWER_MARGIN_S,
         access_log=settings.access_log,
         # A server in a thread (tests, benchmarks) leaves the process's logging as it found it.
         log_config=log_config(settings.access_log) if configure_logging else None,
@@ -41,10 +69,81 @@ def _config(settings: Settings, grpc_port: int | None, *, configure_logging: boo
     )
 
 
-def serve(settings: Settings) -> None:
-    """Serve until interrupted (SIGINT/SIGTERM finish in-flight requests first): HTTP on
-    `settings.port`, gRPC on `settings.grpc_port` (0: no gRPC)."""
-    uvicorn.Server(_config(settings, settings.grpc_port or None)).run()
+class TensorgateServer(uvicorn.Server):
+    """uvicorn's server with tensorgate's graceful shutdown (see the module's docstring)."""
+
+    def __init__(self, config: uvicorn.Config):
+        super().__init__(config)
+        self.grace_exceeded = False  # requests were still unfinished when the grace ended
+
+    @property
+    def app_state(self) -> State:
+        """The app's state (settings, plane, gRPC server): `config.app` stays the TensorgateApp that
+        `config.load()` wraps in middleware."""
+        return self.config.app.state
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # Signals reach only the main thread (a BackgroundServer is stopped by stop()). Unlike uvicorn's,
+        # the signal is not raised again once the server has stopped: it asked for a graceful shutdown,
+        # which happened, and the exit status says how it went (`serve`).
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in _SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Readiness fails the moment the signal arrives, before the shutdown's first tick.
+        self.app_state.plane.draining = True
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        state = self.app_state
+        grace_s = state.settings.shutdown_grace_s
+        state.plane.draining = True
+        stopping_grpc = None
+        if state.grpc_server is not None:
+            await state.grpc_server.drain()
+            # gRPC stops accepting at once and gets the margin beyond the grace to send its 503s (UNAVAILABLE).
+            stopping_grpc = asyncio.ensure_future(state.grpc_server.stop(grace_s + _ANSWER_MARGIN_S))
+        grace_end = asyncio.get_running_loop().call_later(grace_s, self._end_grace)
+        try:
+            await super().shutdown(sockets)  # HTTP: close the listeners, finish requests, lifespan shutdown
+        finally:
+            grace_end.cancel()
+            if stopping_grpc is not None:
+                await stopping_grpc
+
+    def _end_grace(self) -> None:
+        plane = self.app_state.plane
+        waiting = plane.abort_waiting()
+        if waiting or plane.busy_threads:
+            self.grace_exceeded = True
+            log.warning("the shutdown grace period (%g s) is over: %d requests still waiting get 503 (%d computations "
+                        "still running)", self.app_state.settings.shutdown_grace_s, waiting, plane.busy_threads)
+
+
+def serve(settings: Settings) -> int:
+    """Serve until SIGTERM or SIGINT, which shut down gracefully: HTTP on `settings.port`, gRPC on
+    `settings.grpc_port` (0: no gRPC). The exit status: 0 when every request finished within the
+    grace, 1 when some were cut off (answered 503, or still computing when the process left)."""
+    server = TensorgateServer(_config(settings, settings.grpc_port or None))
+    server.run()
+    status = 1 if server.grace_exceeded else 0
+    if server.config.loaded and server.app_state.plane.busy_threads:
+        # A computation cannot be interrupted mid-kernel (one past the grace, or one whose client timed
+        # out earlier), and Python would wait for its thread at exit.
+        log.warning("exiting with %d computations still running", server.app_state.plane.busy_threads)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 class BackgroundServer:
@@ -62,7 +161,7 @@ class BackgroundServer:
         grpc_port = settings.grpc_port if "grpc_port" in settings.model_fields_set else 0
         if "grpc_port" in settings.model_fields_set and settings.grpc_port == 0:
             grpc_port = None
-        self._server = uvicorn.Server(_config(settings, grpc_port, configure_logging=False))
+        self._server = TensorgateServer(_config(settings, grpc_port, configure_logging=False))
         self._thread = threading.Thread(target=self._server.run, name="tensorgate-server", daemon=True)
         self.url = ""
         self.grpc_target = ""  # host:port of the gRPC services; "" without them
@@ -86,8 +185,9 @@ class BackgroundServer:
         return self
 
     def stop(self) -> None:
+        """Shut down gracefully (requests in flight get `settings.shutdown_grace_s`) and wait for it."""
         self._server.should_exit = True
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=self.settings.shutdown_grace_s + 30)
 
     def __enter__(self) -> BackgroundServer:
         return self.start()
