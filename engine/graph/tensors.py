@@ -67,8 +67,10 @@ def _typed_values(proto: tensor_pb2.TensorProto, dtype_enum: int, np_dtype: np.d
     return np.asarray(raw).astype(np_dtype, copy=False)
 
 
-def to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """Decode a TensorProto into a numpy array; ValueError when it is malformed."""
+def to_array(proto: tensor_pb2.TensorProto, *, max_bytes: int | None = None) -> np.ndarray:
+    """Decode a TensorProto into a numpy array; ValueError when it is malformed, or when the array
+    would take more than `max_bytes` (a request's TensorProto of a few bytes may claim a shape of
+    10**18 elements: zeros, or its last value repeated)."""
     dtype_enum = dtypes.base_type(proto.dtype)
     np_dtype = dtypes.to_numpy(dtype_enum)
     if proto.tensor_shape.unknown_rank:
@@ -77,6 +79,9 @@ def to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
     if any(s < 0 for s in shape):
         raise ValueError(f"a tensor value cannot have unknown dimensions, got shape {list(shape)}")
     count = math.prod(shape)
+    if max_bytes is not None and count * np_dtype.itemsize > max_bytes:
+        raise ValueError(f"shape {list(shape)} of {dtypes.tf_name(dtype_enum)} takes {count * np_dtype.itemsize} "
+                         f"bytes, over the limit of {max_bytes} (TENSORGATE_MAX_REQUEST_MEMORY_BYTES)")
 
     if proto.tensor_content:
         if np_dtype == np.dtype(object):

@@ -112,6 +112,8 @@ def extract_archive(data: bytes | Path, dest: Path, limits: ArchiveLimits, *, ma
                 _extract_tar(source, kind, extractor)
         except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, gzip.BadGzipFile, NotImplementedError) as e:
             raise BadRequest(f"the {kind} archive is corrupt: {e}") from None
+        except ValueError as e:  # zipfile's own for offsets that point nowhere ("negative seek value")
+            raise BadRequest(f"the {kind} archive is corrupt: {e}") from None
     _strip_single_top_directory(dest, markers, extractor.names)
 
 
@@ -122,6 +124,10 @@ def _member_path(name: str) -> PurePosixPath | None:
     """The relative path a member may be written to; None to skip it (the root, hidden entries)."""
     if not name or "\x00" in name:
         raise BadRequest(f"archive member {name!r}: empty name or NUL byte")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # tarfile keeps undecodable bytes as surrogates
+        raise BadRequest(f"archive member {name!r}: the name is not UTF-8") from None
     if name.startswith("/") or "\\" in name or _WINDOWS_DRIVE.match(name):
         raise BadRequest(f"archive member '{name}': absolute paths (and backslashes) are not allowed")
     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -312,6 +318,8 @@ def _extract_zip(source: BinaryIO, extractor: _Extractor) -> None:
                 )
         for info in infos:
             name = info.filename
+            if not name:  # zipfile cuts names at a NUL byte; ZipInfo.is_dir fails on what is left
+                raise BadRequest("archive member '': empty name or NUL byte")
             mode = info.external_attr >> 16
             kind = stat.S_IFMT(mode)
             if kind == stat.S_IFLNK:

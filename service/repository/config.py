@@ -137,10 +137,13 @@ class ModelConfig(BaseModel):
 
 def parse_model_config(text: str | bytes, source: str = "config.yaml") -> ModelConfig:
     """Parse config.yaml text (YAML, or JSON, which YAML reads too); raises ConfigError naming `source`."""
+    _check_nesting(text, source)
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from None
+    except RecursionError:  # PyYAML's parser recurses once per level of nesting
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -150,6 +153,22 @@ def parse_model_config(text: str | bytes, source: str = "config.yaml") -> ModelC
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {_message(err)}" for err in e.errors())
         raise ConfigError(f"{source}: {problems}") from None
+
+
+_MAX_FLOW_NESTING = 64
+
+
+def _check_nesting(text: str | bytes, source: str) -> None:
+    """ConfigError for `[`/`{` nested deeper than any config needs: PyYAML's parser takes time
+    growing with the cube of the depth (a 5000-deep line takes minutes) before it runs out of stack."""
+    depth = 0
+    for char in text.encode("utf-8", "replace") if isinstance(text, str) else text:
+        if char in b"[{":
+            depth += 1
+            if depth > _MAX_FLOW_NESTING:
+                raise ConfigError(f"{source}: not valid YAML: [ and {{ nested more than {_MAX_FLOW_NESTING} deep")
+        elif char in b"]}":
+            depth = max(0, depth - 1)
 
 
 def _message(error: dict) -> str:

@@ -57,7 +57,7 @@ def parse_examples_body(body: bytes, request: Request) -> Request:
     if "signature_name" in doc:
         if not isinstance(doc["signature_name"], str):
             raise BadRequest(f"JSON Value: {_debug(doc)} not formatted correctly. 'signature_name' key must be a string value.")
-        request.model_spec.signature_name = doc["signature_name"]
+        request.model_spec.signature_name = _utf8(doc["signature_name"], "'signature_name'")
     has_context = "context" in doc
     if has_context:
         _fill_example(doc["context"], request.input.example_list_with_context.context)
@@ -84,7 +84,7 @@ def _fill_example(value: Any, example: example_pb2.Example) -> None:
         feature = feature_pb2.Feature()
         for item in content if isinstance(content, list) else (content,):
             _add_value(item, name, feature)
-        features[name].CopyFrom(feature)
+        features[_utf8(name, "Feature name")].CopyFrom(feature)
 
 
 def _add_value(value: Any, name: str, feature: feature_pb2.Feature) -> None:
@@ -111,6 +111,15 @@ def _add_value(value: Any, name: str, feature: feature_pb2.Feature) -> None:
         _of_kind(feature, "bytes_list", name).value.append(_b64decode(value["b64"]))
     else:  # null, a nested list, an object other than {"b64": "..."}
         raise BadRequest(f"Feature: {name} has element with unexpected JSON type: {_json_type(value)}")
+
+
+def _utf8(text: str, what: str) -> str:
+    """`text`, when protobuf can store it: JSON can spell unpaired surrogates ("\\ud800"), UTF-8 cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest(f"{what} {text!r} has an unpaired surrogate, not valid UTF-8") from None
+    return text
 
 
 def _of_kind(feature: feature_pb2.Feature, kind: str, name: str) -> Any:
