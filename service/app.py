@@ -19,12 +19,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import service
-from engine.errors import EngineError
+from engine.errors import EngineError, OutOfMemoryError
 from kernels import jit as kernel_jit
-from service.errors import ServiceError, status_of
+from service.errors import ServiceError, out_of_memory_message, status_of
 from service.inference.batching import BatchingOptions, BatchStats
 from service.inference.batching_parameters import read_batching_parameters
 from service.inference.dataplane import DataPlane
@@ -33,7 +34,7 @@ from service.observability import dashboard
 from service.observability.metrics import CONTENT_TYPE, Metrics
 from service.observability.monitoring_config import prometheus_path
 from service.observability.stats import LiveStats
-from service.protocols import rest_partial_runs, rest_tfserving, rest_v2
+from service.protocols import openapi, rest_partial_runs, rest_tfserving, rest_v2
 from service.protocols.bodies import BodyLimitMiddleware, request_limit, upload_limit
 from service.protocols.grpc.server import GrpcServer
 from service.protocols.inference_routes import InferenceRoutes
@@ -49,17 +50,18 @@ __all__ = ["create_app", "TensorgateApp"]
 
 log = logging.getLogger("tensorgate.app")
 
-# How long gRPC calls in flight may take to finish when the server stops.
-GRPC_GRACE_S = 10.0
-
-
 def _error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 async def _on_error(request: Request, error: Exception) -> JSONResponse:
     status = status_of(error)
-    if status >= 500 and not isinstance(error, ServiceError):
+    if isinstance(error, MemoryError):  # the process survives it: answer, and keep serving
+        log.warning("out of memory on %s %s: %r", request.method, request.url.path, error)
+        return _error_response(status, out_of_memory_message(f"handling {request.method} {request.url.path}"))
+    if isinstance(error, OutOfMemoryError):
+        log.warning("out of memory on %s %s: %s", request.method, request.url.path, error)
+    elif status >= 500 and not isinstance(error, ServiceError):
         log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
         return _error_response(500, f"internal error: {type(error).__name__}: {error}")
     return _error_response(status, getattr(error, "message", None) or str(error), getattr(error, "headers", None))
@@ -68,13 +70,20 @@ async def _on_error(request: Request, error: Exception) -> JSONResponse:
 async def _on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
     message = error.detail if isinstance(error.detail, str) else str(error.detail)
     status, headers = error.status_code, getattr(error, "headers", None)
-    if status == 404 and (allowed := request.app.inference.allows(request.url.path)):
-        status, headers = 405, {"Allow": ", ".join(allowed)}  # an inference route's path, another method
+    if status == 405 and (allowed := _allowed_methods(request.app, request.url.path)):
+        headers = {"Allow": ", ".join(allowed)}  # Starlette's names only the first route that matched
     if status == 404:
         message = f"no such endpoint: {request.method} {request.url.path}"
     elif status == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
     return _error_response(status, message, headers)
+
+
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method the API document lists for `path` (FastAPI's routes hold one method each)."""
+    paths = app.openapi()["paths"]
+    return sorted({method.upper() for template, item in paths.items() if compile_path(template)[0].match(path)
+                   for method in item})
 
 
 async def _on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -96,6 +105,12 @@ class TensorgateApp(FastAPI):
             scope["app"], scope["endpoint"] = self, route.endpoint
             await self.inference_app(scope, receive, send)
             return
+        if scope["type"] == "http" and (allowed := self.inference.allows(scope["path"])):
+            # An inference route's path, another method: 405, even where a FastAPI route's `{label}`
+            # or `{version}` would swallow `x:predict`.
+            message = f"method {scope['method']} is not allowed on {scope['path']}"
+            await _error_response(405, message, {"Allow": ", ".join(allowed)})(scope, receive, send)
+            return
         await super().__call__(scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
@@ -103,6 +118,8 @@ class TensorgateApp(FastAPI):
             schema = super().openapi()
             for path, operations in self.inference.openapi_paths().items():
                 schema["paths"].setdefault(path, {}).update(operations)
+            # The document as an exact contract: error statuses, parameter rules, security.
+            openapi.complete(schema, self.state.settings)
         return self.openapi_schema
 
 
@@ -160,7 +177,8 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         warmup=WarmupOptions(settings.warmup_iterations, settings.signature_method_name_check),
     )
     plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
-                      metrics=metrics, stats=stats, inline_compute_s=settings.inline_compute_us / 1e6)
+                      metrics=metrics, stats=stats, inline_compute_s=settings.inline_compute_us / 1e6,
+                      max_queued=settings.max_queued_requests, max_response_bytes=settings.max_response_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -168,12 +186,13 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         grpc_server = None
         try:
             if grpc_port is not None:
-                grpc_server = GrpcServer(plane, app.state.management, settings)
+                grpc_server = app.state.grpc_server = GrpcServer(plane, app.state.management, settings)
                 app.state.grpc_port = await grpc_server.start(settings.host, grpc_port)
             yield
         finally:
             if grpc_server is not None:
-                await grpc_server.stop(GRPC_GRACE_S)
+                # Usually stopped already: service.server stops gRPC as the shutdown begins, beside HTTP.
+                await grpc_server.stop(settings.shutdown_grace_s)
             manager.stop()
             plane.close()
 
@@ -191,6 +210,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     app.state.metrics = metrics
     app.state.stats = stats
     app.state.grpc_port = None
+    app.state.grpc_server = None
     limits = {"limit": request_limit(settings), "upload_limit": upload_limit(settings)}
     app.add_middleware(BodyLimitMiddleware, **limits,
                        upload_routes=[("PUT", rest_tfserving.UPLOAD_PATH), ("POST", rest_v2.LOAD_PATH)])
@@ -202,6 +222,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     # a fault of ours and reaches the server-error middleware as a 500.
     app.add_exception_handler(ServiceError, _on_error)
     app.add_exception_handler(EngineError, _on_error)
+    app.add_exception_handler(MemoryError, _on_error)  # answered (503) like the known errors, not re-raised
     app.add_exception_handler(Exception, _on_error)
     app.include_router(rest_v2.router)
     app.include_router(rest_tfserving.router)

@@ -23,6 +23,7 @@ __all__ = [
     "DeadlineExceeded",
     "status_of",
     "grpc_code_of",
+    "out_of_memory_message",
 ]
 
 
@@ -100,9 +101,15 @@ _ENGINE_STATUS: tuple[tuple[type[Exception], int], ...] = (
     # RequestErrors: 400. DeadTensorError and LoopLimitError are ExecutionErrors: 400.
     (engine_errors.RequestError, 400),  # unfed placeholders, feed dtype/shape mismatches
     (engine_errors.GraphError, 400),  # an uploaded graph that cannot be served
+    # A kernel refused to allocate past the per-request memory budget: the request is too large.
+    (engine_errors.ResourceLimitError, 413),
+    # The machine ran out of memory (not the request's fault, and perhaps passing): retry later.
+    (engine_errors.OutOfMemoryError, 503),
     # A kernel failing on the data a client sent (shapes a graph cannot take) is the client's
     # INVALID_ARGUMENT in TensorFlow too.
     (engine_errors.ExecutionError, 400),
+    # A MemoryError outside any kernel (decoding, encoding): as OutOfMemoryError.
+    (MemoryError, 503),
 )
 
 
@@ -114,6 +121,13 @@ def status_of(error: Exception) -> int:
         if isinstance(error, cls):
             return status
     return 500
+
+
+def out_of_memory_message(during: str) -> str:
+    """The message a bare MemoryError (one outside any kernel) is answered with; `during` says what the
+    server was doing ("handling POST /v2/models/m/infer")."""
+    return (f"out of memory while {during}: the server could not allocate what this request needs; retry "
+            "later or send a smaller request")
 
 
 # HTTP status -> the gRPC status code of the same meaning, by gRPC's name for it (the gRPC transport

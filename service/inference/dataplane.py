@@ -5,7 +5,9 @@ against the signature (alias or graph tensor), checks dtypes and shapes naming t
 the request: through the version's batch scheduler when batching is on, else in the worker pool, or
 on the event loop itself when its plan measured cheaper than the hop to a worker (tens of
 microseconds: see `inline`), so health checks stay responsive; codec work on small bodies runs on
-the loop too (a thread hop costs more than parsing a few kilobytes). A request whose client disconnects or
+the loop too (a thread hop costs more than parsing a few kilobytes). The worker pool's queue is bounded
+(`admission`): past it a request is shed with 503 and Retry-After. When a shutdown's grace period ends,
+requests still waiting get 503 (`abort_waiting`). A request whose client disconnects or
 whose deadline passes is dropped if it has not started computing. Every request is observed once,
 in metrics and in the dashboard's live statistics.
 """
@@ -16,16 +18,18 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
 from engine.compile.plan import format_shape
-from service.errors import BadRequest, DeadlineExceeded, ServiceError, status_of
+from service.errors import BadRequest, DeadlineExceeded, ServiceError, Unavailable, status_of
+from service.inference.admission import AdmissionPool, Overloaded
 from service.inference.batching import QueueFull
 from service.inference.inline import InlineCosts
+from service.inference.response_limit import ANY, ResponseLimit
 from service.observability.metrics import Metrics
 from service.repository.manager import ModelManager
 from service.repository.servable import Servable
@@ -88,7 +92,7 @@ def _dtype_name(dtype: np.dtype) -> str:
 def _outcome(error: BaseException | None) -> str:
     if error is None:
         return "success"
-    if isinstance(error, QueueFull):
+    if isinstance(error, (QueueFull, Overloaded)):
         return "rejected"
     if isinstance(error, DeadlineExceeded):
         return "timeout"
@@ -117,16 +121,49 @@ class DataPlane:
     """
 
     def __init__(self, manager: ModelManager, *, threads: int, timeout_s: float, metrics: Metrics | None = None,
-                 stats: Any | None = None, inline_compute_s: float = INLINE_COMPUTE_S):
+                 stats: Any | None = None, inline_compute_s: float = INLINE_COMPUTE_S, max_queued: int = 2**31,
+                 max_response_bytes: int | None = None):
         self.manager = manager
+        self.response_limit = ResponseLimit(max_response_bytes)
         self.timeout_s = timeout_s
         self.inline = InlineCosts(inline_compute_s)
         self.metrics = metrics or Metrics(manager.servables)
         self.stats = stats
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="tensorgate-infer")
+        self._pool = AdmissionPool(threads, max_queued)
+        self.draining = False  # the server is shutting down: readiness fails from then on
+        self._grace_over = False
+        self._waiting = 0  # requests awaiting a result in `wait`
+        self._aborted: asyncio.Future | None = None  # done when the shutdown's grace period ends
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
+
+    def ready(self) -> bool:
+        """Ready for traffic: every model has a version available, and the server is not shutting down."""
+        return not self.draining and self.manager.ready()
+
+    @property
+    def busy_threads(self) -> int:
+        """Inference threads running a computation now."""
+        return self._pool.running
+
+    def abort_waiting(self) -> int:
+        """End every request still waiting for its result with 503 (the shutdown's grace period is
+        over); work not yet started never starts. Call on the event loop; how many were waiting."""
+        self.draining = self._grace_over = True
+        signal = self._abort_signal()
+        if not signal.done():
+            signal.set_result(None)
+        return self._waiting
+
+    def _abort_signal(self) -> asyncio.Future:
+        """One future per event loop that every waiting request watches, done when the grace is over."""
+        loop = asyncio.get_running_loop()
+        if self._aborted is None or self._aborted.get_loop() is not loop:
+            self._aborted = loop.create_future()
+            if self._grace_over:
+                self._aborted.set_result(None)
+        return self._aborted
 
     # --- running work ------------------------------------------------------------------------------
 
@@ -148,18 +185,21 @@ class DataPlane:
     async def wait(self, future: Future, timeout_s: float | None = None,
                    disconnected: Callable[[], Awaitable[Any]] | None = None) -> Any:
         """Await a concurrent future within the timeout, cancelling it (so that it never starts) on
-        timeout or when `disconnected` completes first."""
+        timeout or when `disconnected` completes first; Unavailable (503) when a shutdown's grace ends first."""
         timeout = self._timeout(timeout_s)
         wrapped = asyncio.wrap_future(future)
         watcher = asyncio.ensure_future(disconnected()) if disconnected is not None else None
+        aborted = self._abort_signal()
+        self._waiting += 1
         try:
-            done, _ = await asyncio.wait([wrapped] + ([watcher] if watcher else []), timeout=timeout,
+            done, _ = await asyncio.wait([wrapped, aborted] + ([watcher] if watcher else []), timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             # The caller went away (a gRPC client cancelled its call): the work must not start.
             future.cancel()
             raise
         finally:
+            self._waiting -= 1
             if watcher is not None:
                 watcher.cancel()
         if wrapped in done:
@@ -167,6 +207,9 @@ class DataPlane:
         future.cancel()
         if watcher is not None and watcher in done:
             raise ClientDisconnected("the client disconnected before the response was ready")
+        if aborted in done:
+            raise Unavailable("the server is shutting down and its grace period (shutdown_grace_s) ended before this "
+                              "request finished; retry on another replica")
         raise DeadlineExceeded(f"request timed out after {timeout:g} s")
 
     # --- requests ----------------------------------------------------------------------------------
@@ -253,7 +296,11 @@ class DataPlane:
                 future = self._pool.submit(self._run_timed, servable, feeds, fetches, key, time.perf_counter())
                 values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         obs.queue_s, obs.compute_s = queue_s, compute_s
-        return InferResult(servable.model, servable.version, signature, _grouped(specs, values))
+        outputs = _grouped(specs, values)
+        # Results that cannot fit in a response however they are encoded are refused here, before a
+        # route encodes them; routes check again by their encoding (service.inference.response_limit).
+        self.response_limit.check_outputs((spec.alias, value, ANY) for spec, value in outputs)
+        return InferResult(servable.model, servable.version, signature, outputs)
 
     def _run_timed(self, servable: Servable, feeds, fetches, key: tuple, submitted: float
                    ) -> tuple[list[np.ndarray], float, float]:

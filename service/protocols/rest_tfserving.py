@@ -18,6 +18,7 @@ from service.errors import BadRequest
 from service.inference import examples
 from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane
+from service.inference.response_limit import JSON
 from service.protocols import tfserving_documents as documents
 from service.protocols.bodies import parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import tfserving, tfserving_examples, tfserving_response
@@ -144,8 +145,10 @@ async def _predict(request: Request, model: str, version: int | None, label: str
                 result = await plane.infer(servable, signature, decoded.inputs, None, obs,
                                            disconnected=lambda: wait_for_disconnect(request))
         outputs = {spec.alias: value for spec, value in result.outputs}
+        plane.response_limit.check_outputs((name, value, JSON) for name, value in outputs.items())
         size = sum(value.nbytes for value in outputs.values())
         content = await plane.maybe_call(size, tfserving_response.encode_predict_response, outputs, decoded.row_format)
+        plane.response_limit.check_encoded(len(content))
     return Response(content, media_type="application/json")
 
 

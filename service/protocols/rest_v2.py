@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from service.auth import require_admin, require_api
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane
+from service.inference.response_limit import BINARY, JSON
 from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import v2
@@ -145,7 +146,7 @@ def _ready_document(ready: bool) -> dict[str, Any]:
 })
 async def ready(request: Request) -> JSONResponse:
     """200 once every model in the repository has a version available; 503 before."""
-    is_ready = _manager(request).ready()
+    is_ready = request.app.state.plane.ready()  # False from the moment a shutdown begins
     return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
 
 
@@ -207,8 +208,10 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
         result = await oip.infer(plane, model, version, decoded, obs, disconnected=lambda: wait_for_disconnect(request))
         size = sum(value.nbytes for _, value in result.outputs)
         outputs = oip.output_tensors(decoded, result, binary_default=False)
+        plane.response_limit.check_outputs((name, array, BINARY if binary else JSON) for name, array, binary in outputs)
         content, json_length = await plane.maybe_call(size, v2.encode_infer_response, model, str(result.version),
                                                       decoded.id, outputs)
+        plane.response_limit.check_encoded(len(content))
     if json_length is None:
         return Response(content, media_type="application/json")
     return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})

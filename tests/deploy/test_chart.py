@@ -416,3 +416,35 @@ def test_every_variable_the_chart_sets_is_a_server_setting(render):
         names = set(environment(objects)) | {e["name"] for e in server(objects).get("env") or []}
         unknown = {n for n in names if n.startswith("TENSORGATE_")} - {f"TENSORGATE_{f.upper()}" for f in Settings.model_fields}
         assert not unknown, (args, unknown)
+
+
+def test_shutdown_timings_agree_pre_stop_then_the_servers_grace_within_the_termination_period(render):
+    """Kubernetes runs the preStop hook (the pod still serves while it leaves the Service's endpoints),
+    then sends SIGTERM and kills the pod terminationGracePeriodSeconds after the hook began: the period
+    must cover the hook, the server's shutdown_grace_s and the server's exit."""
+    objects = render()
+    hook = server(objects)["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook == ["sleep", "5"]
+    grace_s = float(environment(objects)["TENSORGATE_SHUTDOWN_GRACE_S"])
+    assert grace_s == Settings.model_fields["shutdown_grace_s"].default == 20
+    assert pod_spec(objects)["terminationGracePeriodSeconds"] == 5 + 20 + 5
+
+    objects = render("--set", "shutdown.preStopSeconds=10", "--set-json", "settings.shutdown_grace_s=60.5")
+    assert server(objects)["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "10"]
+    assert environment(objects)["TENSORGATE_SHUTDOWN_GRACE_S"] == "60.5"
+    assert pod_spec(objects)["terminationGracePeriodSeconds"] == 10 + 61 + 5
+
+    objects = render("--set", "shutdown.preStopSeconds=0", "--set", "terminationGracePeriodSeconds=120")
+    assert "lifecycle" not in server(objects) and pod_spec(objects)["terminationGracePeriodSeconds"] == 120
+
+
+def test_a_termination_period_shorter_than_the_shutdown_fails_to_render(helm):
+    cases = {
+        ("--set", "terminationGracePeriodSeconds=20"): "terminationGracePeriodSeconds=20 is shorter than the shutdown needs",
+        ("--set", "terminationGracePeriodSeconds=30", "--set", "settings.shutdown_grace_s=40"): "= 50",
+        ("--set", "terminationGracePeriodSeconds=30", "--set", "shutdown.preStopSeconds=15"): "shutdown.preStopSeconds (15)",
+        ("--set", "shutdown.preStopSeconds=-1"): "preStopSeconds",
+    }
+    for args, reason in cases.items():
+        result = run_helm(helm, "template", "tg", str(CHART), *args)
+        assert result.returncode != 0 and reason in result.stderr, (args, result.stderr)

@@ -28,7 +28,7 @@ needs_gpu = pytest.mark.skipif(not gpu_available(), reason="needs cupy and a CUD
 def served(monkeypatch):
     """Run `tensorgate serve ...` up to the point of serving: the Settings it would serve with."""
     seen: list[Settings] = []
-    monkeypatch.setattr(service.server, "serve", seen.append)
+    monkeypatch.setattr(service.server, "serve", lambda settings: seen.append(settings) or 0)  # exit status 0
     return seen
 
 

@@ -16,22 +16,33 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from engine.errors import EngineError
-from service.errors import BadRequest, ServiceError, grpc_code_of
+from engine.errors import EngineError, OutOfMemoryError
+from service.errors import BadRequest, ServiceError, grpc_code_of, out_of_memory_message
 
-__all__ = ["rpc", "grpc_status", "deadline_s", "parse_message", "parse_version"]
+__all__ = ["rpc", "grpc_status", "retry_pushback", "deadline_s", "parse_message", "parse_version"]
 
 log = logging.getLogger("tensorgate.grpc")
 
 M = TypeVar("M", bound=Message)
 
 
-def grpc_status(error: Exception) -> tuple[grpc.StatusCode, str]:
-    """The status code and message a failed call ends with."""
+def grpc_status(error: Exception, method: str = "the call") -> tuple[grpc.StatusCode, str]:
+    """The status code and message a failed call (of `method`) ends with."""
     code = grpc.StatusCode[grpc_code_of(error)]
+    if isinstance(error, MemoryError):  # outside any kernel (those are OutOfMemoryError): UNAVAILABLE
+        return code, out_of_memory_message(f"handling {method}")
     if isinstance(error, (ServiceError, EngineError)):
         return code, getattr(error, "message", None) or str(error)
     return code, f"internal error: {type(error).__name__}: {error}"
+
+
+def retry_pushback(error: Exception) -> tuple[tuple[str, str], ...]:
+    """An error's Retry-After as gRPC's retry pushback (`grpc-retry-pushback-ms` in the trailers, gRFC A6:
+    the hint gRPC's retry policies read), so that a shed call says how long to wait as over HTTP."""
+    retry_after = (getattr(error, "headers", None) or {}).get("Retry-After")
+    if retry_after is None or not retry_after.isdigit():
+        return ()
+    return (("grpc-retry-pushback-ms", str(int(retry_after) * 1000)),)
 
 
 def rpc(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -42,10 +53,12 @@ def rpc(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]
         try:
             return await handler(self, request, context)
         except Exception as e:  # noqa: BLE001 - every error becomes a status; CancelledError passes
-            code, message = grpc_status(e)
+            code, message = grpc_status(e, handler.__name__)
             if code is grpc.StatusCode.INTERNAL:
                 log.exception("unhandled error in %s", handler.__qualname__, exc_info=e)
-            await context.abort(code, message)
+            elif isinstance(e, (MemoryError, OutOfMemoryError)):
+                log.warning("out of memory in %s: %r", handler.__qualname__, e)
+            await context.abort(code, message, trailing_metadata=retry_pushback(e))
 
     return call
 

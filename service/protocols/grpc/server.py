@@ -110,7 +110,9 @@ class GrpcServer:
             interceptors=[_Auth(settings)],
             options=[
                 ("grpc.max_receive_message_length", settings.max_request_bytes),
-                ("grpc.max_send_message_length", -1),
+                # Responses are held to max_response_bytes before they are encoded (a clear message);
+                # this is the backstop for any message that still comes out larger (gRPC takes a C int).
+                ("grpc.max_send_message_length", min(settings.max_response_bytes, 2**31 - 1)),
                 # Without this, a second server on the same port would start and share its traffic.
                 ("grpc.so_reuseport", 0),
             ],
@@ -130,6 +132,7 @@ class GrpcServer:
             [*served, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server,
             pool=reflection_pool([health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]))
         self._health_task: asyncio.Task | None = None
+        self._stopping: asyncio.Task | None = None
 
     def _credentials(self) -> grpc.ServerCredentials | None:
         s = self.settings
@@ -159,7 +162,7 @@ class GrpcServer:
         return bound
 
     async def _update_health(self) -> None:
-        status = health_pb2.HealthCheckResponse.SERVING if self.plane.manager.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
+        status = health_pb2.HealthCheckResponse.SERVING if self.plane.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in self._health_names:
             await self._health.set(name, status)
 
@@ -171,12 +174,22 @@ class GrpcServer:
             except Exception:  # a failed update must not end the watch; the next one tries again
                 log.exception("updating gRPC health failed")
 
-    async def stop(self, grace_s: float) -> None:
-        """Stop accepting calls; calls in flight get `grace_s` seconds to finish."""
+    async def drain(self) -> None:
+        """Answer NOT_SERVING for every service name from now on (a shutdown's first step), still serving calls."""
         if self._health_task is not None:
             self._health_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._health_task
         with contextlib.suppress(Exception):
             await self._health.enter_graceful_shutdown()
+
+    async def stop(self, grace_s: float) -> None:
+        """Fail health checks, stop accepting calls; calls in flight get `grace_s` seconds to finish.
+        A second call waits for the first one's stop."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop(grace_s))
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self, grace_s: float) -> None:
+        await self.drain()
         await self._server.stop(grace_s)
