@@ -145,8 +145,9 @@ def _ready_document(ready: bool) -> dict[str, Any]:
           "content": _ready_document(False)},
 })
 async def ready(request: Request) -> JSONResponse:
-    """200 once every model in the repository has a version available; 503 before."""
-    is_ready = request.app.state.plane.ready()  # False from the moment a shutdown begins
+    """200 once every model in the repository has a version available; 503 before, and from the moment
+    a shutdown begins (SIGTERM), so that load balancers stop sending traffic first."""
+    is_ready = request.app.state.plane.ready()
     return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
 
 
