@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: serve test bench protos clean
+.PHONY: serve test bench protos fuzz clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,17 @@ test: $(VENV)/.dev
 bench: $(VENV)/.base
 	$(PY) bench/engine_bench.py
 	$(PY) bench/optimizer_bench.py
+
+# Coverage-guided fuzzing (tools/fuzz/fuzz.py): FUZZ_TARGET is all or one of graph_def, saved_model,
+# tensor_bundle, example, tfrecord, v2_binary; crashes land in .fuzz/crashes/<target>/. atheris is no
+# dependency of the package: installed here on first use.
+FUZZ_TARGET ?= all
+FUZZ_SECONDS ?= 60
+
+fuzz: $(VENV)/.dev
+	$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q atheris
+	$(PY) tools/fuzz/make_corpus.py
+	$(PY) tools/fuzz/fuzz.py $(FUZZ_TARGET) --seconds $(FUZZ_SECONDS)
 
 protos:
 	$(PY) -m pip install -q -e '.[proto]'

@@ -16,6 +16,7 @@ TensorFlow's "Can't parse serialized Example" for the feature.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ _PACKED_TAG = 0x0A  # value = 1, length-delimited: a packed list
 _UNPACKED_FLOAT_TAG = 0x0D  # value = 1, fixed32
 _UNPACKED_INT64_TAG = 0x08  # value = 1, varint
 _LOW_BYTES = bytes(range(0x80))  # the last byte of a varint, and only that, is below 0x80
+_OVERLONG_VARINT = re.compile(rb"[\x80-\xff]{10}")  # a varint of more than 10 bytes: no int64
 
 
 class Unparsable(Exception):
@@ -149,6 +151,8 @@ def _read_int64s(feature: bytes) -> tuple[int, Any]:
             raise Unparsable
         payload = _packed_payload(feature, start, end)
     if payload and payload[-1] >= 0x80:
+        raise Unparsable
+    if _OVERLONG_VARINT.search(payload):  # caught here, where the caller words the error, not in decode_varints
         raise Unparsable
     return len(payload) - len(payload.translate(None, _LOW_BYTES)), payload
 

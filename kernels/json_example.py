@@ -86,9 +86,13 @@ def json_to_example_bytes(text: str | bytes) -> bytes:
     """One JSON Example as serialized bytes; ValueError when protobuf's JSON parser refuses it."""
     try:
         doc = json.loads(text, object_pairs_hook=_Object)
+        checked = _to_dict(doc)
+    except RecursionError:
+        raise ValueError("Error while parsing JSON: nested too deeply") from None
     except ValueError as e:
         raise ValueError(f"Error while parsing JSON: {e}") from None
-    checked = _to_dict(doc)
+    if not isinstance(checked, dict):  # json_format takes a dict; anything else is a TypeError inside it
+        raise ValueError(f"Error while parsing JSON: an Example is a JSON object, not {type(checked).__name__}")
     features = checked.get("features") if isinstance(checked, dict) else None
     if isinstance(features, dict) and isinstance(features.get("feature"), dict):
         # NOTE: TensorFlow takes a null feature as a key without a value; json_format refuses null map values.

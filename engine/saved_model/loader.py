@@ -170,7 +170,10 @@ def _asset_file_defs(meta_graph: meta_graph_pb2.MetaGraphDef) -> list[meta_graph
     if _ASSETS_COLLECTION in meta_graph.collection_def:
         for item in meta_graph.collection_def[_ASSETS_COLLECTION].any_list.value:
             if item.type_url.endswith("AssetFileDef"):
-                assets.append(meta_graph_pb2.AssetFileDef.FromString(item.value))
+                try:
+                    assets.append(meta_graph_pb2.AssetFileDef.FromString(item.value))
+                except _message.DecodeError as e:
+                    raise SavedModelError(f"collection '{_ASSETS_COLLECTION}' holds an unreadable AssetFileDef: {e}") from None
     return assets
 
 

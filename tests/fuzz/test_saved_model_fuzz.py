@@ -38,8 +38,17 @@ def load_mutated(model: Path, replaced: str, data: bytes) -> None:
         call_parser(load_saved_model, copy, allowed=(GraphError,), memory_limit=64 * size + 32 * MiB)
 
 
+def _with_asset_def(pb: bytes, asset_def: bytes) -> bytes:
+    """A saved_model.pb whose TF1 assets collection holds `asset_def` (a serialized AssetFileDef)."""
+    saved_model = saved_model_pb2.SavedModel.FromString(pb)
+    item = saved_model.meta_graphs[0].collection_def["saved_model_assets"].any_list.value.add()
+    item.type_url, item.value = "type.googleapis.com/tensorflow.AssetFileDef", asset_def
+    return saved_model.SerializeToString()
+
+
 @fuzz_settings(0.5)
 @given(st.integers(0, len(MODELS) - 1), mutated(SAVED_MODEL_PBS))
+@example(0, _with_asset_def(SAVED_MODEL_PBS[0], b"\x12\x01\xff"))  # a file name that is not UTF-8 (atheris)
 def test_mutated_saved_model_pb_loads_or_raises_a_graph_error(which: int, data: bytes) -> None:
     load_mutated(MODELS[which], "saved_model.pb", data)
 
