@@ -290,11 +290,15 @@ def read_signatures(
             continue
         proto = meta_graph.signature_def[name]
         in_order, out_order = order.get(name, ([], []))
-        outputs, composites = _outputs(_ordered(proto.outputs, out_order), proto, name)
+        try:
+            outputs, composites = _outputs(_ordered(proto.outputs, out_order), proto, name)
+            inputs = tuple(_input(a, proto.inputs[a], name) for a in _ordered(proto.inputs, in_order))
+        except ValueError as e:  # a dtype or shape no tensor can have (an unknown DataType enum, a dim below -1)
+            raise SavedModelError(f"signature '{name}': {e}") from None
         signatures[name] = SignatureDef(
             name=name,
             method_name=proto.method_name,
-            inputs=tuple(_input(a, proto.inputs[a], name) for a in _ordered(proto.inputs, in_order)),
+            inputs=inputs,
             outputs=outputs,
             composites=composites,
         )

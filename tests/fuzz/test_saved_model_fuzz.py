@@ -46,9 +46,19 @@ def _with_asset_def(pb: bytes, asset_def: bytes) -> bytes:
     return saved_model.SerializeToString()
 
 
+def _with_output_dtype(pb: bytes, dtype: int) -> bytes:
+    """A saved_model.pb whose signatures' outputs claim DataType `dtype`."""
+    saved_model = saved_model_pb2.SavedModel.FromString(pb)
+    for signature in saved_model.meta_graphs[0].signature_def.values():
+        for info in signature.outputs.values():
+            info.dtype = dtype
+    return saved_model.SerializeToString()
+
+
 @fuzz_settings(0.5)
 @given(st.integers(0, len(MODELS) - 1), mutated(SAVED_MODEL_PBS))
 @example(0, _with_asset_def(SAVED_MODEL_PBS[0], b"\x12\x01\xff"))  # a file name that is not UTF-8 (atheris)
+@example(0, _with_output_dtype(SAVED_MODEL_PBS[0], 43))  # a DataType enum TensorFlow does not have (atheris)
 def test_mutated_saved_model_pb_loads_or_raises_a_graph_error(which: int, data: bytes) -> None:
     load_mutated(MODELS[which], "saved_model.pb", data)
 
