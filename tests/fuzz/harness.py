@@ -7,8 +7,9 @@ claiming 2**60 bytes or a shape claiming 10**18 elements is refused before anyth
 
 Profiles, chosen with the environment variable HYPOTHESIS_PROFILE:
 
-- `ci` (the default): a few dozen examples per test, derandomized (the same inputs on every run),
-  so that `tests/fuzz` stays deterministic and takes well under a minute on two cores;
+- `ci` (the default): 80 examples per test (fewer for slow parsers), derandomized (the same inputs
+  on every run), so that `tests/fuzz` stays deterministic and takes well under a minute on two cores
+  (about 12 s);
 - `long`: thousands of random examples per test, with hypothesis' example database, for a real
   search by hand: `HYPOTHESIS_PROFILE=long .venv/bin/python -m pytest tests/fuzz`.
 """
@@ -29,7 +30,7 @@ MiB = 1 << 20
 
 _SLOW_GENERATION = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 # The deadline catches quadratic (or worse) behaviour; it is loose because two cores are shared.
-settings.register_profile("ci", max_examples=30, derandomize=True, database=None, deadline=timedelta(seconds=5),
+settings.register_profile("ci", max_examples=80, derandomize=True, database=None, deadline=timedelta(seconds=5),
                           suppress_health_check=_SLOW_GENERATION, print_blob=True)
 settings.register_profile("long", max_examples=3000, deadline=timedelta(seconds=5),
                           suppress_health_check=_SLOW_GENERATION, print_blob=True)
