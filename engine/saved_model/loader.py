@@ -451,6 +451,8 @@ def load_saved_model(path: str | os.PathLike, tags: Sequence[str] = ("serve",), 
         raise SavedModelError(f"SavedModel '{export_dir}': {e}") from e
     except GraphError as e:
         raise SavedModelError(f"SavedModel '{export_dir}': {e}") from e
+    except ValueError as e:  # a node input that is no tensor name ('a:/b'), met while pruning before decoding
+        raise SavedModelError(f"SavedModel '{export_dir}': {e}") from e
     return SavedModel(
         path=export_dir,
         graph=graph,

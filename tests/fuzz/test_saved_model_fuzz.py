@@ -55,10 +55,22 @@ def _with_output_dtype(pb: bytes, dtype: int) -> bytes:
     return saved_model.SerializeToString()
 
 
+def _with_output_input(pb: bytes, name: str) -> bytes:
+    """A saved_model.pb whose signatures' output nodes take one more input, `name`."""
+    saved_model = saved_model_pb2.SavedModel.FromString(pb)
+    meta_graph = saved_model.meta_graphs[0]
+    outputs = {info.name.split(":")[0] for sig in meta_graph.signature_def.values() for info in sig.outputs.values()}
+    for node in meta_graph.graph_def.node:
+        if node.name in outputs:
+            node.input.append(name)
+    return saved_model.SerializeToString()
+
+
 @fuzz_settings(0.5)
 @given(st.integers(0, len(MODELS) - 1), mutated(SAVED_MODEL_PBS))
 @example(0, _with_asset_def(SAVED_MODEL_PBS[0], b"\x12\x01\xff"))  # a file name that is not UTF-8 (atheris)
 @example(0, _with_output_dtype(SAVED_MODEL_PBS[0], 43))  # a DataType enum TensorFlow does not have (atheris)
+@example(0, _with_output_input(SAVED_MODEL_PBS[0], "y:/x"))  # an input that is no tensor name (atheris)
 def test_mutated_saved_model_pb_loads_or_raises_a_graph_error(which: int, data: bytes) -> None:
     load_mutated(MODELS[which], "saved_model.pb", data)
 
