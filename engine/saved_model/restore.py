@@ -148,6 +148,8 @@ def _const_value(scope: _Scope, ref: TensorRef, what: str) -> np.ndarray:
     if node.op != "Const":
         raise SavedModelError(f"{scope.where}: the {what} come from node '{node.name}' ({node.op}), not a "
                               "constant; this restore structure is not supported")
+    if "value" not in node.attrs:
+        raise SavedModelError(f"{scope.where}: the {what} come from Const '{node.name}', which has no value")
     return node.attrs["value"]
 
 
@@ -172,6 +174,9 @@ class _Tracer:
         return None
 
     def restored(self, scope: _Scope, restore: Node, index: int) -> Checkpointed:
+        if len(restore.inputs) < 3:
+            raise SavedModelError(f"{scope.where}: '{restore.name}' (RestoreV2) has {len(restore.inputs)} inputs; it "
+                                  "takes three (prefix, tensor names, slice specs)")
         names = _const_value(scope, restore.inputs[1], f"tensor names of '{restore.name}'").reshape(-1)
         slices = _const_value(scope, restore.inputs[2], f"slice specs of '{restore.name}'").reshape(-1)
         if index >= names.size:

@@ -55,6 +55,16 @@ def _with_output_dtype(pb: bytes, dtype: int) -> bytes:
     return saved_model.SerializeToString()
 
 
+def _with_restore_inputs(pb: bytes, count: int) -> bytes:
+    """A saved_model.pb whose RestoreV2 nodes keep only their first `count` inputs."""
+    saved_model = saved_model_pb2.SavedModel.FromString(pb)
+    for node in saved_model.meta_graphs[0].graph_def.node:
+        if node.op == "RestoreV2":
+            del node.input[count:]
+    assert pb != saved_model.SerializeToString(), "the seed has no RestoreV2 node"
+    return saved_model.SerializeToString()
+
+
 def _with_output_input(pb: bytes, name: str) -> bytes:
     """A saved_model.pb whose signatures' output nodes take one more input, `name`."""
     saved_model = saved_model_pb2.SavedModel.FromString(pb)
@@ -71,6 +81,7 @@ def _with_output_input(pb: bytes, name: str) -> bytes:
 @example(0, _with_asset_def(SAVED_MODEL_PBS[0], b"\x12\x01\xff"))  # a file name that is not UTF-8 (atheris)
 @example(0, _with_output_dtype(SAVED_MODEL_PBS[0], 43))  # a DataType enum TensorFlow does not have (atheris)
 @example(0, _with_output_input(SAVED_MODEL_PBS[0], "y:/x"))  # an input that is no tensor name (atheris)
+@example(0, _with_restore_inputs(SAVED_MODEL_PBS[0], 2))  # a RestoreV2 without its slice specs (atheris)
 def test_mutated_saved_model_pb_loads_or_raises_a_graph_error(which: int, data: bytes) -> None:
     load_mutated(MODELS[which], "saved_model.pb", data)
 
