@@ -114,7 +114,10 @@ def _number(text: bytes, dtype: np.dtype) -> Any:
         if text.startswith(b"-"):
             return None
     if _HEX.fullmatch(text):
-        value = float.fromhex(text.decode("ascii"))
+        try:
+            value = float.fromhex(text.decode("ascii"))
+        except OverflowError:  # absl's SimpleAtod gives an infinity for a value out of range, as float() does
+            value = float("-inf") if text.startswith(b"-") else float("inf")
     elif _DECIMAL.fullmatch(text):
         value = float(text.split(b"(")[0])
     else:

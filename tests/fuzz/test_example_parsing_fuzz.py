@@ -51,6 +51,8 @@ def mutated_feed(draw, cases: tuple[Path, ...]) -> tuple[Path, str, list[bytes]]
 
 _V2 = next(p for p in EXAMPLE_CASES if p.as_posix().endswith("v2/all_kinds"))
 _JSON = next(p for p in EXAMPLE_CASES if p.as_posix().endswith("decode_json_example/examples"))
+_CSV = next(p for p in EXAMPLE_CASES if p.as_posix().endswith("decode_csv/numbers"))
+_CSV_HUGE_HEX = example_seeds(_CSV)["records:0"][0].replace(b"0x1.8p1,", b"0x1.8p1644775,")
 # An int64 feature of two packed varints, the first 11 bytes long: counting passes it, decoding must refuse it.
 _LONG_VARINT = b"\x1a\x0e\x0a\x0c" + b"\xff" * 10 + b"\x01" + b"\x01"
 
@@ -71,6 +73,7 @@ def _example(*features: tuple[bytes, bytes]) -> bytes:
 @given(mutated_feed(EXAMPLE_CASES))
 @example((_V2, "serialized:0", [_example((b"d", _TWO_FLOATS), (b"v", _LONG_VARINT))]))  # 'v': var-len int64
 @example((_JSON, "json:0", [b"3"]))  # JSON that is no object (atheris found it)
+@example((_CSV, "records:0", [_CSV_HUGE_HEX]))  # a hex float beyond float64: absl reads inf (atheris)
 @example((_JSON, "json:0", [b"[" * 100_000]))  # nested past the recursion limit
 def test_mutated_examples_parse_or_raise_the_kernels_errors(case: tuple[Path, str, list[bytes]]) -> None:
     run_mutated(*case)
