@@ -15,6 +15,8 @@ reader's typed errors is a crash: libFuzzer prints the traceback and writes the 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,10 @@ def _run_one(target: str, seconds: int, extra: list[str]) -> int:
     """Fuzz one target in this process (libFuzzer exits the process when it is done)."""
     import atheris
 
+    scratch = FUZZ_DIR / "scratch" / target
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    os.environ["TENSORGATE_FUZZ_SCRATCH"] = str(scratch)
     sys.path.insert(0, str(ROOT))
     with atheris.instrument_imports(include=["engine", "service", "kernels"]):
         from tools.fuzz.targets import TARGETS

@@ -7,6 +7,7 @@ The same properties, with hypothesis and deterministic, are tests/fuzz/.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import tempfile
@@ -27,9 +28,9 @@ from tests.golden import load_case
 
 __all__ = ["TARGETS"]
 
-# Files the targets write the input to, in one scratch directory per process (removed at exit by the OS's
-# temporary directory cleaning; the fuzzer runs until killed, so no `with` can close it).
-_SCRATCH = Path(tempfile.mkdtemp(prefix="tensorgate-fuzz-"))
+# Files the targets write the input to: tools/fuzz/fuzz.py gives each target a directory under .fuzz/scratch/,
+# emptied when it starts (libFuzzer ends the process itself, so nothing here could clean up after it).
+_SCRATCH = Path(os.environ.get("TENSORGATE_FUZZ_SCRATCH") or tempfile.mkdtemp(prefix="tensorgate-fuzz-"))
 
 
 def graph_def(data: bytes) -> None:
