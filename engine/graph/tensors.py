@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.graph import dtypes
 from engine.proto import tensor_pb2, tensor_shape_pb2, types_pb2
+from kernels.limits import check_elements
 
 __all__ = ["to_array", "from_array", "shape_proto"]
 
@@ -68,9 +69,9 @@ def _typed_values(proto: tensor_pb2.TensorProto, dtype_enum: int, np_dtype: np.d
 
 
 def to_array(proto: tensor_pb2.TensorProto, *, max_bytes: int | None = None) -> np.ndarray:
-    """Decode a TensorProto into a numpy array; ValueError when it is malformed, or when the array
-    would take more than `max_bytes` (a request's TensorProto of a few bytes may claim a shape of
-    10**18 elements: zeros, or its last value repeated)."""
+    """Decode a TensorProto into a numpy array; ValueError when it is malformed, or (the subclass
+    kernels.limits.AllocationTooLarge) when the array would take more than `max_bytes` (a request's
+    TensorProto of a few bytes may claim a shape of 10**18 elements: zeros, or its last value repeated)."""
     dtype_enum = dtypes.base_type(proto.dtype)
     np_dtype = dtypes.to_numpy(dtype_enum)
     if proto.tensor_shape.unknown_rank:
@@ -79,9 +80,8 @@ def to_array(proto: tensor_pb2.TensorProto, *, max_bytes: int | None = None) -> 
     if any(s < 0 for s in shape):
         raise ValueError(f"a tensor value cannot have unknown dimensions, got shape {list(shape)}")
     count = math.prod(shape)
-    if max_bytes is not None and count * np_dtype.itemsize > max_bytes:
-        raise ValueError(f"shape {list(shape)} of {dtypes.tf_name(dtype_enum)} takes {count * np_dtype.itemsize} "
-                         f"bytes, over the limit of {max_bytes} (TENSORGATE_MAX_REQUEST_MEMORY_BYTES)")
+    # AllocationTooLarge (a ValueError) lets a server tell an over-budget tensor (413) from a malformed one.
+    check_elements(count, np_dtype, max_bytes, f"{dtypes.tf_name(dtype_enum)} tensor", shape)
 
     if proto.tensor_content:
         if np_dtype == np.dtype(object):

@@ -19,7 +19,8 @@ import numpy as np
 from engine.compile.plan import format_shape
 from engine.graph import dtypes
 from engine.graph.tensors import to_array
-from service.errors import BadRequest
+from kernels.limits import AllocationTooLarge
+from service.errors import BadRequest, PayloadTooLarge
 from service.protocols.proto import predict_pb2
 from service.repository.signatures import (
     DEFAULT_SIGNATURE,
@@ -54,9 +55,14 @@ def predict_inputs(servable: Servable, request: predict_pb2.PredictRequest
             f"len({{{join(sorted(declared))}}}). Sent extra: {{{join(sorted(sent - declared))}}}. "
             f"Missing but required: {{{join(sorted(declared - sent))}}}.")
     inputs = {}
+    # A TensorProto's shape may claim far more elements than it holds values (zeros, or the last one
+    # repeated): the request's memory budget bounds what decoding it may allocate.
+    max_bytes = servable.session.options.plan.max_request_memory_bytes
     for alias, proto in request.inputs.items():
         try:
-            inputs[alias] = to_array(proto)
+            inputs[alias] = to_array(proto, max_bytes=max_bytes)
+        except AllocationTooLarge as e:
+            raise PayloadTooLarge(f"input '{alias}': {e} (TENSORGATE_MAX_REQUEST_MEMORY_BYTES)") from None
         except ValueError as e:
             raise BadRequest(f"input '{alias}': {e}") from None
     outputs = list(request.output_filter) or None

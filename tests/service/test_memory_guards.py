@@ -145,6 +145,23 @@ def test_the_bomb_over_grpc_is_resource_exhausted(server, http):
     assert_serves(http)
 
 
+def test_a_tensor_proto_claiming_a_huge_shape_is_refused_before_decoding(server, http):
+    """A TensorProto of a few bytes may claim 30000x30000 values (zeros, or its one value repeated):
+    the request's memory budget bounds what decoding it may allocate (RESOURCE_EXHAUSTED, 413)."""
+    request = predict_request([2], 1.0)
+    claimed = request.inputs["value"]
+    claimed.tensor_shape.dim.add(size=30000)
+    claimed.tensor_shape.dim.add(size=30000)
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        with pytest.raises(grpc.RpcError) as raised:
+            Stub(channel, PREDICTION_SERVICE).Predict(request, timeout=60)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    for part in ("input 'value'", "[30000,30000]", f"{BOMB_BYTES} bytes", f"limit of {MEMORY_LIMIT} bytes",
+                 "TENSORGATE_MAX_REQUEST_MEMORY_BYTES"):
+        assert part in raised.value.details(), (part, raised.value.details())
+    assert_serves(http)
+
+
 # --- the response limit ----------------------------------------------------------------------------------
 
 
