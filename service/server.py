@@ -97,9 +97,18 @@ class TensorgateServer(uvicorn.Server):
             for sig, handler in original.items():
                 signal.signal(sig, handler)
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        # Readiness fails the moment the signal arrives, before the shutdown's first tick.
+        # Readiness fails the moment the signal arrives, before the shutdown's first tick (uvicorn looks
+        # at should_exit every 0.1 s): HTTP's at once, gRPC health's on the loop's next turn
+        # (call_soon_threadsafe is safe from a signal handler; its health servicer is async).
         self.app_state.plane.draining = True
+        grpc_server, loop = self.app_state.grpc_server, getattr(self, "_loop", None)
+        if grpc_server is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(grpc_server.drain()))
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
