@@ -81,15 +81,16 @@ async def infer(request: Request) -> Response:
 # --- models -------------------------------------------------------------------------------------------
 
 
-def mlp(seed: int = 0) -> tuple[gb.GraphBuilder, list[tuple[np.ndarray, np.ndarray]]]:
-    """x [None, 1024] -> dense + relu, twice -> dense `logits` [None, 1000]; the graph and its weights."""
+def mlp(seed: int = 0, layers: tuple[int, ...] = LAYERS) -> tuple[gb.GraphBuilder, list[tuple[np.ndarray, np.ndarray]]]:
+    """x [None, 1024] -> dense + relu, twice -> dense `logits` [None, 1000] (or `layers`' sizes); the
+    graph and its weights."""
     rng = np.random.default_rng(seed)
     weights = [(rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(np.sqrt(fan_in)),
                 rng.standard_normal(fan_out, dtype=np.float32) * np.float32(0.1))
-               for fan_in, fan_out in itertools.pairwise(LAYERS)]
+               for fan_in, fan_out in itertools.pairwise(layers)]
     graph = gb.GraphBuilder()
     with graph.as_default():
-        h = gb.placeholder("float32", [None, LAYERS[0]], name="x")
+        h = gb.placeholder("float32", [None, layers[0]], name="x")
         for i, (kernel, bias) in enumerate(weights[:-1], start=1):
             h = gb.layers.dense(h, kernel, bias, activation="relu", name=f"dense{i}")
         kernel, bias = weights[-1]

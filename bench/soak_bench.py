@@ -110,22 +110,9 @@ STREAMS = (
 
 
 def reload_mlp(seed: int = 2) -> tuple[gb.GraphBuilder, list[tuple[np.ndarray, np.ndarray]]]:
-    """x [None, 256] -> dense + relu, twice -> dense `logits` [None, 16]: load.mlp's graph, smaller,
-    so that a version loads in well under a reload period on a busy machine."""
-    rng = np.random.default_rng(seed)
-    weights = [(rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(np.sqrt(fan_in)),
-                rng.standard_normal(fan_out, dtype=np.float32) * np.float32(0.1))
-               for fan_in, fan_out in itertools.pairwise(RELOAD_LAYERS)]
-    graph = gb.GraphBuilder()
-    with graph.as_default():
-        h = gb.placeholder("float32", [None, RELOAD_LAYERS[0]], name="x")
-        for i, (kernel, bias) in enumerate(weights[:-1], start=1):
-            h = gb.layers.dense(h, kernel, bias, activation="relu", name=f"dense{i}")
-        kernel, bias = weights[-1]
-        with gb.name_scope("logits") as scope:
-            product = gb.matmul(h, gb.constant(kernel, name="kernel"), name="MatMul")
-            gb.bias_add(product, gb.constant(bias, name="bias"), name=scope)
-    return graph, weights
+    """load.mlp's graph, smaller (RELOAD_LAYERS), so that a version loads in well under a reload period
+    on a busy machine."""
+    return mlp(seed, RELOAD_LAYERS)
 
 
 def write_repository(repo: Path) -> tuple[dict[str, Case], bytes]:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
+from tests.kernels.example_protos import varint  # re-exported: the fuzz tests' wire-format helpers use it
+
 __all__ = ["mutated", "varint"]
 
 # Lengths a hostile input claims: around 2**31, 2**32, 2**60, 2**63 and 2**64.
@@ -20,15 +22,6 @@ _HUGE = (0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 1 << 32, 1 << 60, (1 << 63) - 1, 1 
 _BOUNDARY_BYTES = (0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF)
 
 
-def varint(value: int) -> bytes:
-    """`value` as a protobuf varint (negative numbers as their 64-bit two's complement)."""
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _position(draw, data: bytearray, end_ok: bool = False) -> int:
