@@ -126,22 +126,28 @@ def test_the_bomb_over_v2_json_is_413(http):
     assert_serves(http)
 
 
-def test_the_bomb_over_grpc_is_resource_exhausted(server, http):
+def assert_grpc_refused(server, dims: list[int], check_message) -> None:
+    """TF Serving's Predict and tritonclient's ModelInfer both end with RESOURCE_EXHAUSTED, their messages
+    passing `check_message`; the next gRPC request is served."""
     with grpc.insecure_channel(server.grpc_target) as channel:
         with pytest.raises(grpc.RpcError) as raised:
-            Stub(channel, PREDICTION_SERVICE).Predict(predict_request(BOMB), timeout=60)
+            Stub(channel, PREDICTION_SERVICE).Predict(predict_request(dims), timeout=60)
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert_names_the_bomb(raised.value.details())
+    check_message(raised.value.details())
     client = triton.InferenceServerClient(server.grpc_target)
     try:
         with pytest.raises(InferenceServerException) as error:
-            client.infer("bomb", triton_inputs(BOMB))
+            client.infer("bomb", triton_inputs(dims))
         assert error.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
-        assert_names_the_bomb(error.value.message())
+        check_message(error.value.message())
         result = client.infer("bomb", triton_inputs([3], 4.0))
         np.testing.assert_array_equal(result.as_numpy("y"), [4.0, 4.0, 4.0])
     finally:
         client.close()
+
+
+def test_the_bomb_over_grpc_is_resource_exhausted(server, http):
+    assert_grpc_refused(server, BOMB, assert_names_the_bomb)
     assert_serves(http)
 
 
@@ -198,19 +204,7 @@ def test_a_response_over_the_limit_is_413_on_tfserving_rest(http):
 
 
 def test_a_response_over_the_limit_is_refused_on_grpc(server, http):
-    with grpc.insecure_channel(server.grpc_target) as channel:
-        with pytest.raises(grpc.RpcError) as raised:
-            Stub(channel, PREDICTION_SERVICE).Predict(predict_request(WIDE), timeout=60)
-    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert_response_refused(raised.value.details())
-    client = triton.InferenceServerClient(server.grpc_target)
-    try:
-        with pytest.raises(InferenceServerException) as error:
-            client.infer("bomb", triton_inputs(WIDE))
-        assert error.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
-        assert_response_refused(error.value.message())
-    finally:
-        client.close()
+    assert_grpc_refused(server, WIDE, assert_response_refused)
     assert_serves(http)
 
 
