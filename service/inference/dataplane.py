@@ -29,7 +29,7 @@ from service.errors import BadRequest, DeadlineExceeded, ServiceError, Unavailab
 from service.inference.admission import AdmissionPool, Overloaded
 from service.inference.batching import QueueFull
 from service.inference.inline import InlineCosts
-from service.inference.response_limit import ANY, ResponseLimit
+from service.inference.response_limit import ResponseLimit
 from service.observability.metrics import Metrics
 from service.repository.manager import ModelManager
 from service.repository.servable import Servable
@@ -296,11 +296,9 @@ class DataPlane:
                 future = self._pool.submit(self._run_timed, servable, feeds, fetches, key, time.perf_counter())
                 values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         obs.queue_s, obs.compute_s = queue_s, compute_s
-        outputs = _grouped(specs, values)
-        # Results that cannot fit in a response however they are encoded are refused here, before a
-        # route encodes them; routes check again by their encoding (service.inference.response_limit).
-        self.response_limit.check_outputs((spec.alias, value, ANY) for spec, value in outputs)
-        return InferResult(servable.model, servable.version, signature, outputs)
+        # Whoever encodes the outputs holds them to `response_limit` by its encoding (routes, gRPC
+        # handlers, service.inference.examples), once per request.
+        return InferResult(servable.model, servable.version, signature, _grouped(specs, values))
 
     def _run_timed(self, servable: Servable, feeds, fetches, key: tuple, submitted: float
                    ) -> tuple[list[np.ndarray], float, float]:

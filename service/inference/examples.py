@@ -29,6 +29,7 @@ from engine.graph.tensors import shape_proto
 from engine.proto import meta_graph_pb2, types_pb2
 from service.errors import BadRequest
 from service.inference.batching import full_queue_unavailable
+from service.inference.response_limit import ANY
 from service.protocols.proto import (
     classification_pb2,
     inference_pb2,
@@ -39,7 +40,7 @@ from service.protocols.proto import (
 from service.repository.signatures import DEFAULT_SIGNATURE, Signature, TensorSpec
 
 if TYPE_CHECKING:
-    from service.inference.dataplane import DataPlane, Observation
+    from service.inference.dataplane import DataPlane, InferResult, Observation
     from service.repository.servable import Servable
 
 __all__ = [
@@ -299,7 +300,14 @@ async def _infer(plane: DataPlane, servable: Servable, task: ExampleTask, exampl
     with full_queue_unavailable():
         result = await plane.infer(servable, task.signature, {task.input.alias: examples}, task.output_aliases, obs,
                                    disconnected=disconnected, timeout_s=timeout_s)
+    _check_response_size(plane, result)
     return {spec.alias: value for spec, value in result.outputs}
+
+
+def _check_response_size(plane: DataPlane, result: InferResult) -> None:
+    """Results are built into JSON (REST) or protobuf (gRPC) after this: held to the response limit by
+    the fewest bytes either encoding can take."""
+    plane.response_limit.check_outputs((spec.alias, value, ANY) for spec, value in result.outputs)
 
 
 async def classify(plane: DataPlane, servable: Servable, request: classification_pb2.ClassificationRequest,
@@ -414,5 +422,6 @@ async def multi_inference(plane: DataPlane, servable: Servable, request: inferen
     fetches = sorted({tensor for t in tasks for tensor in t.fetches})
     with full_queue_unavailable():
         result = await plane.infer(servable, tasks[0].signature, feeds, fetches, obs, timeout_s=timeout_s)
+    _check_response_size(plane, result)
     by_tensor = dict(zip(fetches, (value for _, value in result.outputs)))
     return _multi_inference_response(servable, request, tasks, len(examples), by_tensor)

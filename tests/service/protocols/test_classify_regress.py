@@ -300,3 +300,32 @@ def test_classify_runs_through_the_batcher(tmp_path, make_server, client):
     expected = rest_cases()[0]["response"]["results"]
     np.testing.assert_allclose([[s for _, s in row] for row in r.json()["results"]],
                                [[s for _, s in row] for row in expected], rtol=1e-6, atol=1e-7)
+
+
+def test_results_over_the_response_limit_are_413_and_resource_exhausted(tmp_path, make_server, client):
+    """Classify and regress build their responses from the outputs after the model ran: held to
+    TENSORGATE_MAX_RESPONSE_BYTES by the fewest bytes any encoding takes, on REST and gRPC alike."""
+    import grpc
+
+    from service.protocols.grpc.services import PREDICTION_SERVICE, Stub
+    from service.protocols.proto import regression_pb2
+
+    root = tmp_path / "repo"
+    write_repository(root)
+    server = make_server(root, max_response_bytes=256)  # gRPC on a free port too
+    c = client(server)
+    few, many = [{"x": 1.5}] * 4, [{"x": 1.5}] * 200  # 200 float32 scores: at least 800 bytes however encoded
+    for method, signature in (("classify", "classify_x_to_y"), ("regress", "regress_x_to_y")):
+        assert c.post(f"/v1/models/half_plus_two:{method}",
+                      json={"signature_name": signature, "examples": few}).status_code == 200
+        r = c.post(f"/v1/models/half_plus_two:{method}", json={"signature_name": signature, "examples": many})
+        assert r.status_code == 413, r.text
+        assert "limit of 256 bytes (TENSORGATE_MAX_RESPONSE_BYTES)" in r.json()["error"]
+    example = {"features": {"feature": {"x": {"float_list": {"value": [1.5]}}}}}
+    request = regression_pb2.RegressionRequest(model_spec={"name": "half_plus_two", "signature_name": "regress_x_to_y"},
+                                               input={"example_list": {"examples": [example] * 200}})
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        with pytest.raises(grpc.RpcError) as raised:
+            Stub(channel, PREDICTION_SERVICE).Regress(request, timeout=30)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "TENSORGATE_MAX_RESPONSE_BYTES" in raised.value.details()
