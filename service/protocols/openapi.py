@@ -23,13 +23,15 @@ from service import repository
 from service.settings import Settings
 
 __all__ = ["errors", "json_body", "complete", "MODEL_NAME_PATTERN", "LABEL_PATTERN", "VERSION_MAX", "BASE64_PATTERN",
-           "ERROR_SCHEMA"]
+           "ERROR_SCHEMA", "BINARY_CONTENT"]
 
 # The repository's rules for model names and labels (service.repository.check_model_name/check_label).
 MODEL_NAME_PATTERN = f"^{repository.MODEL_NAME_PATTERN}$"
 LABEL_PATTERN = f"^{repository.LABEL_PATTERN}$"
 # Base64, padded or not (absl's Base64Unescape, which TF Serving uses, takes both).
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
+# A media type whose body is bytes (uploads, the v2 binary tensor extension).
+BINARY_CONTENT = {"schema": {"type": "string", "format": "binary"}}
 # TensorFlow Serving's versions are int64s; 0 and negatives are not versions.
 VERSION_MAX = 2**63 - 1
 

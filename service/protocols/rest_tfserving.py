@@ -23,7 +23,7 @@ from service.protocols import tfserving_documents as documents
 from service.protocols.bodies import parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import tfserving, tfserving_examples, tfserving_response
 from service.protocols.inference_routes import INFERENCE_ERRORS, Route
-from service.protocols.openapi import BASE64_PATTERN, VERSION_MAX, errors, json_body
+from service.protocols.openapi import BASE64_PATTERN, BINARY_CONTENT, VERSION_MAX, errors, json_body
 from service.protocols.proto.classification_pb2 import ClassificationRequest
 from service.protocols.proto.regression_pb2 import RegressionRequest
 from service.repository.archive import ARCHIVE_CONTENT_TYPES, archive_file_kind
@@ -31,7 +31,7 @@ from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
 from service.repository.signatures import Signature
 
-__all__ = ["router", "ROUTES", "parse_version", "UPLOAD_PATH"]
+__all__ = ["router", "ROUTES", "parse_version", "UPLOAD_PATH", "ASCII_DIGITS"]
 
 _TAGS = ("TensorFlow Serving REST",)
 router = APIRouter(tags=list(_TAGS))
@@ -50,13 +50,14 @@ _PREDICT_BODY = json_body(
     example={"instances": [1.0, 2.0, 5.0]},
 )
 
-_DIGITS = re.compile(r"[0-9]+")
+# ASCII only: str.isdigit takes other scripts' digits too.
+ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_version(version: str) -> int:
     """A version from a path or body: ASCII digits naming an int64 of at least 1 (TensorFlow Serving's
     versions are int64s); BadRequest otherwise."""
-    if not _DIGITS.fullmatch(version) or not 1 <= int(version) <= VERSION_MAX:
+    if not ASCII_DIGITS.fullmatch(version) or not 1 <= int(version) <= VERSION_MAX:
         raise BadRequest(f"invalid version '{version}': versions are positive integers (at most {VERSION_MAX})")
     return int(version)
 
@@ -257,15 +258,14 @@ ROUTES = [
 
 # --- management ----------------------------------------------------------------------------------
 
-_BINARY = {"schema": {"type": "string", "format": "binary"}}
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
         # Any Content-Type is read by the rules below; these are the ones that say what the body is.
         "content": {
-            "application/octet-stream": _BINARY,
-            "text/plain": _BINARY,
-            **{content_type: _BINARY for content_type in sorted(ARCHIVE_CONTENT_TYPES)},
+            "application/octet-stream": BINARY_CONTENT,
+            "text/plain": BINARY_CONTENT,
+            **{content_type: BINARY_CONTENT for content_type in sorted(ARCHIVE_CONTENT_TYPES)},
         },
         "description": "A GraphDef: binary (model.pb), or text (model.pbtxt) with `?format=pbtxt`; or an archive "
                        "(.tar.gz, .tgz, .tar, .zip) of a version directory, such as a SavedModel, recognised by its "

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -22,8 +21,8 @@ from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import v2
 from service.protocols.inference_routes import Route
-from service.protocols.openapi import BASE64_PATTERN, errors, json_body
-from service.protocols.rest_tfserving import parse_version
+from service.protocols.openapi import BASE64_PATTERN, BINARY_CONTENT, errors, json_body
+from service.protocols.rest_tfserving import ASCII_DIGITS, parse_version
 from service.repository.management import RepositoryManagement
 from service.repository.manager import ModelManager
 
@@ -33,7 +32,6 @@ _TAGS = ("Open Inference Protocol (v2)",)
 router = APIRouter(tags=list(_TAGS))
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
-_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit takes other scripts' digits too
 
 _PARAMETERS = {"type": "object", "description": "parameters: name -> value"}
 _INPUT = {
@@ -64,7 +62,6 @@ _INFER_HEADER = {
         "outputs": {"type": "array", "items": _OUTPUT},
     },
 }
-_BINARY = {"schema": {"type": "string", "format": "binary"}}
 _INFER_DOC = {
     "parameters": [{
         "name": HEADER_LENGTH,
@@ -83,7 +80,7 @@ _INFER_DOC = {
                                         "data": [5.1, 3.5, 1.4, 0.2]}]},
             },
             "application/octet-stream": {
-                **_BINARY,
+                **BINARY_CONTENT,
                 "description": f"Binary tensor extension: a JSON header of `{HEADER_LENGTH}` bytes, then tensor data.",
             },
         },
@@ -92,7 +89,7 @@ _INFER_DOC = {
         "description": "The outputs: JSON, or with binary outputs a JSON header then their bytes",
         "headers": {HEADER_LENGTH: {"description": "With binary outputs: the JSON header's length in bytes",
                                     "schema": {"type": "integer", "minimum": 0}}},
-        "content": {"application/json": {"schema": {"type": "object"}}, "application/octet-stream": _BINARY},
+        "content": {"application/json": {"schema": {"type": "object"}}, "application/octet-stream": BINARY_CONTENT},
     }},
 }
 # Reads: the API token (401, 403), an unknown model or version (404), no version loaded (503), an
@@ -203,7 +200,7 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
     async with plane.observe("v2", model) as obs:
         body = await read_body(request)
         header = request.headers.get(HEADER_LENGTH)
-        if header is not None and not _DIGITS.fullmatch(header.strip()):
+        if header is not None and not ASCII_DIGITS.fullmatch(header.strip()):
             raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
         decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
         result = await oip.infer(plane, model, version, decoded, obs, disconnected=lambda: wait_for_disconnect(request))
