@@ -71,11 +71,13 @@ class AdmissionPool:
                     f"wait for one (max_queued_requests={self.max_queued}); retry after {RETRY_AFTER_S} s")
             self._queued += 1
         _admitted.set(True)
-        started = threading.Event()  # set once the task has left the queue, whichever way
 
+        # A Future either starts running or is cancelled while it waits (concurrent.futures decides under
+        # its own lock), so exactly one of `run` and the cancelled callback gives the queue place back.
         def run() -> Any:
-            if not self._leave_queue(started, running=True):
-                return None  # cancelled while it waited, and its place already given back
+            with self._lock:
+                self._queued -= 1
+                self._running += 1
             try:
                 return fn(*args)
             finally:
@@ -85,20 +87,15 @@ class AdmissionPool:
         try:
             future = self._executor.submit(run)
         except BaseException:
-            self._leave_queue(started, running=False)
+            self._give_back()
             raise
-        # A task cancelled in the queue never reaches `run`'s body: give its place back now.
-        future.add_done_callback(lambda f: f.cancelled() and self._leave_queue(started, running=False))
+        future.add_done_callback(lambda f: f.cancelled() and self._give_back())
         return future
 
-    def _leave_queue(self, started: threading.Event, *, running: bool) -> bool:
+    def _give_back(self) -> None:
+        """A queue place back: the task was cancelled while it waited, or never submitted."""
         with self._lock:
-            if started.is_set():
-                return False
-            started.set()
             self._queued -= 1
-            self._running += running
-            return True
 
     def shutdown(self) -> None:
         """Run no more queued tasks; running ones finish in their threads."""
