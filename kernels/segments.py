@@ -171,12 +171,12 @@ def _check_sorted_runs(ids: np.ndarray, num_rows: int) -> None:
                          "'segment_ids' input is not sorted.")
 
 
-def _check_rows(num_rows: int, data: Any, memory_limit: int | None, op: str) -> None:
-    """The output of `num_rows` rows of `data`'s inner shape must fit in the memory limit: the ids (or
+def _check_rows(num_rows: int, inner: tuple[int, ...], dtype: Any, memory_limit: int | None, op: str) -> None:
+    """The output of `num_rows` rows of shape `inner` must fit in the memory limit: the ids (or
     num_segments) a client sends decide how many rows there are."""
     if memory_limit is not None:
-        shape = (num_rows,) + tuple(data.shape[1:])
-        check_elements(math.prod(shape), data.dtype, memory_limit, f"{op} output", shape)
+        shape = (num_rows,) + tuple(inner)
+        check_elements(math.prod(shape), dtype, memory_limit, f"{op} output", shape)
 
 
 def _sorted_segment_rows(data: Any, segment_ids: Any, memory_limit: int | None = None,
@@ -194,7 +194,7 @@ def _sorted_segment_rows(data: Any, segment_ids: Any, memory_limit: int | None =
     num_rows = int(ids[-1]) + 1
     if num_rows <= 0:
         raise ValueError("segment ids must be >= 0")
-    _check_rows(num_rows, data, memory_limit, op)
+    _check_rows(num_rows, data.shape[1:], data.dtype, memory_limit, op)
     _check_sorted_runs(ids, num_rows)
     return ids, num_rows
 
@@ -263,9 +263,7 @@ def _unsorted_segment_reduce(xp: Any, kind: str, data: Any, segment_ids: Any, nu
     if n < 0:
         raise ValueError(f"Input num_segments == {n} must not be negative.")
     inner = data.shape[segment_ids.ndim:]
-    if memory_limit is not None:
-        check_elements(n * math.prod(inner), data.dtype, memory_limit, f"UnsortedSegment{kind.capitalize()} output",
-                       (n,) + inner)
+    _check_rows(n, inner, data.dtype, memory_limit, f"UnsortedSegment{kind.capitalize()}")
     identity = {"sum": 0, "prod": 1, "max": _lowest(data.dtype), "min": _highest(data.dtype)}[kind]
     if data.size == 0:  # TensorFlow checks no id when there is no data
         return xp.full((n,) + inner, identity, dtype=data.dtype)
@@ -338,7 +336,7 @@ def _sparse_segment_reduce(xp: Any, data: Any, indices: Any, segment_ids: Any, n
         num_rows = last_plus_one
     if num_rows < 0:
         raise ValueError("segment ids must be >= 0")
-    _check_rows(num_rows, data, memory_limit, "SparseSegment")
+    _check_rows(num_rows, data.shape[1:], data.dtype, memory_limit, "SparseSegment")
     if ids.size == 0:
         return xp.zeros((num_rows,) + data.shape[1:], dtype=data.dtype)
     if num_rows == 0:
