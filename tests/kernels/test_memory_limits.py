@@ -213,7 +213,7 @@ def test_check_helpers():
     assert check_shape(np.int64([2, 3]), np.float32, 24, "x") == (2, 3)
     with pytest.raises(AllocationTooLarge, match="x of shape \\[2,4\\] would take 32 bytes"):
         check_shape([2, 4], np.float32, 24, "x")
-    check_broadcast(f32(3, 1), f32(1, 3), 36, "sum")
+    check_broadcast((f32(3, 1), f32(1, 3)), 36, "sum")
     with pytest.raises(AllocationTooLarge, match="sum of shape \\[4,3\\]"):
-        check_broadcast(f32(4, 1), f32(1, 3), 36, "sum")
-    check_broadcast(f32(4, 1), f32(1, 3), None, "sum")
+        check_broadcast((f32(4, 1), f32(1, 3)), 36, "sum")
+    check_broadcast((f32(4, 1), f32(1, 3)), None, "sum")
