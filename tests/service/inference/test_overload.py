@@ -99,19 +99,32 @@ def test_four_times_the_sustainable_rate_is_shed_fast_and_accepted_latency_stays
 def test_a_full_queue_refuses_rest_and_grpc_at_once_with_a_retry_hint(tmp_path):
     root = tmp_path / "repo"
     root.mkdir()
-    write_slow_model(root)  # 256 rows: about half a second each
-    with ServedProcess(root, TENSORGATE_INFERENCE_THREADS="1", TENSORGATE_MAX_QUEUED_REQUESTS="1") as served:
+    write_slow_model(root, depth=64)  # 256 rows: two to three seconds each with BLAS on one core
+    # BLAS on one core: the other serves the event loop, so /metrics and the refusal answer while a
+    # computation runs; computations of seconds leave the window in which one computes and the other
+    # waits wide open on a loaded machine (at half a second each it could close before the refusal).
+    with ServedProcess(root, TENSORGATE_INFERENCE_THREADS="1", TENSORGATE_MAX_QUEUED_REQUESTS="1",
+                       OPENBLAS_NUM_THREADS="1") as served:
         url = f"{served.url}/v1/models/slow:predict"
+        metrics_url = f"{served.url}/metrics"
         answers: list[httpx.Response] = []
+
+        def in_flight(count: int) -> None:
+            deadline = time.monotonic() + 10
+            while f'tensorgate_in_flight_requests{{protocol="v1"}} {count}.0' not in httpx.get(metrics_url).text:
+                assert time.monotonic() < deadline, f"{count} requests never were in flight at once"
+                time.sleep(0.02)
+
         busy = [threading.Thread(target=lambda: answers.append(httpx.post(url, json=_body(256), timeout=60)))
                 for _ in range(2)]  # one computing, one waiting: the queue is full
-        for t in busy:
-            t.start()
-        deadline = time.monotonic() + 10
-        while 'tensorgate_in_flight_requests{protocol="v1"} 2.0' not in httpx.get(f"{served.url}/metrics").text:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.1)  # both bodies decoded by the one thread: one request computes, the other waits
+        # One after the other: sent together, the second could find the first's task still in the queue
+        # (not yet picked up by the thread) and be shed itself, rightly.
+        busy[0].start()
+        in_flight(1)
+        time.sleep(0.3)  # its body decoded: it computes
+        busy[1].start()
+        in_flight(2)
+        time.sleep(0.1)  # the second request's work waits for the one thread
 
         started = time.monotonic()
         refused = httpx.post(url, json=_body(256, seed=1), timeout=10)
