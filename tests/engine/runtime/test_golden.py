@@ -2,27 +2,41 @@
 
 The fixtures are written by tools/make_fixtures.py with TensorFlow (tests/fixtures/README.md has the
 format). TensorFlow is not needed here: the expected outputs are stored.
+
+`TENSORGATE_TEST_DEVICE=gpu` runs every case on the GPU instead (skipped without cupy and a device),
+with float tolerances of at least 1e-4, as tests/engine/devices/test_gpu.py allows: cuBLAS and cupy's
+reductions sum in other orders than numpy. The numpy-twin test is CPU-only and stays on the CPU.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 import engine
+from engine.devices import gpu_available
 from tests.golden import FIXTURES, assert_matches, case_dirs, load_case
+
+
+DEVICE = os.environ.get("TENSORGATE_TEST_DEVICE", "cpu")
+GPU_TOLERANCE = 1e-4
 
 
 @pytest.mark.parametrize("case_dir", case_dirs(), ids=lambda p: p.relative_to(FIXTURES).as_posix())
 def test_matches_tensorflow(case_dir: Path) -> None:
+    on_gpu = DEVICE.startswith("gpu")
+    if on_gpu and not gpu_available():
+        pytest.skip("TENSORGATE_TEST_DEVICE asks for a GPU: needs cupy and a CUDA device")
     case = load_case(case_dir)
-    sess = engine.Session(engine.load_graph(case.model), device="cpu")
+    sess = engine.Session(engine.load_graph(case.model), device=DEVICE)
     outs = sess.run(list(case.fetches), case.feeds)
 
     assert len(outs) == len(case.fetches)
+    rtol, atol = (max(case.rtol, GPU_TOLERANCE), max(case.atol, GPU_TOLERANCE)) if on_gpu else (case.rtol, case.atol)
     for (name, want), actual in zip(case.fetches.items(), outs):
-        assert_matches(name, actual, want, case.rtol, case.atol)
+        assert_matches(name, actual, want, rtol, atol)
 
 
 def _uses_compiled_kernels(case_dir: Path) -> bool:
