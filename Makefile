@@ -36,9 +36,15 @@ fuzz: $(VENV)/.dev
 	$(PY) tools/fuzz/make_corpus.py
 	$(PY) tools/fuzz/fuzz.py $(FUZZ_TARGET) --seconds $(FUZZ_SECONDS)
 
+# The schemas' generated code (tools/gen_protos.py), made by grpcio-tools 1.72's protoc 30 in a venv of its own:
+# protoc 30's code loads on every protobuf from 6.30 (the floor pyproject.toml declares) to 7.x, where a newer
+# protoc's code refuses older runtimes; and grpcio-tools 1.72 needs protobuf < 7, which the dev venv must not get.
+PROTO_VENV := .venv-protos
+
 protos:
-	$(PY) -m pip install -q -e '.[proto]'
-	$(PY) tools/gen_protos.py
+	test -x $(PROTO_VENV)/bin/python || $(PYTHON) -m venv $(PROTO_VENV)
+	$(PROTO_VENV)/bin/python -m pip install -q 'grpcio-tools==1.72.*'
+	$(PROTO_VENV)/bin/python tools/gen_protos.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info

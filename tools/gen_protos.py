@@ -1,8 +1,9 @@
 """Regenerate the *_pb2.py modules from the .proto schemas beside them, in engine/proto (TensorFlow's
 schemas) and service/protocols/proto (TensorFlow Serving's).
 
-Run `make protos` (installs grpcio-tools, which bundles protoc). The generated modules are committed so
-that users never need protoc. `tools/gen_protos.py saver tensor_bundle` regenerates only the named
+Run `make protos` (grpcio-tools 1.72, which bundles protoc 30, in a venv of its own: protoc 30's code loads
+on protobuf 6.30 to 7.x, the range pyproject.toml allows). The generated modules are committed so that
+users never need protoc. `tools/gen_protos.py saver tensor_bundle` regenerates only the named
 schemas (leaving the others' committed code, and the protoc version stamped in it, alone); a name is
 looked up in each directory (`service/protocols/proto/model` picks one where two directories have it).
 Imports inside them are absolute (`engine.proto.x_pb2`, `service.protocols.proto.x_pb2`) because the

@@ -36,7 +36,7 @@ class MetaGraphDef(_message.Message):
         tensorflow_git_version: str
         stripped_default_attrs: bool
         function_aliases: _containers.ScalarMap[str, str]
-        def __init__(self, meta_graph_version: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., tensorflow_version: _Optional[str] = ..., tensorflow_git_version: _Optional[str] = ..., stripped_default_attrs: _Optional[bool] = ..., function_aliases: _Optional[_Mapping[str, str]] = ...) -> None: ...
+        def __init__(self, meta_graph_version: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., tensorflow_version: _Optional[str] = ..., tensorflow_git_version: _Optional[str] = ..., stripped_default_attrs: bool = ..., function_aliases: _Optional[_Mapping[str, str]] = ...) -> None: ...
     class CollectionDefEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]

@@ -92,7 +92,7 @@ class SavedVariable(_message.Message):
     trainable: bool
     name: str
     device: str
-    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., trainable: _Optional[bool] = ..., name: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., trainable: bool = ..., name: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
 
 class SavedResource(_message.Message):
     __slots__ = ("device",)

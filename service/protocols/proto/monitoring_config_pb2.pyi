@@ -11,7 +11,7 @@ class PrometheusConfig(_message.Message):
     PATH_FIELD_NUMBER: _ClassVar[int]
     enable: bool
     path: str
-    def __init__(self, enable: _Optional[bool] = ..., path: _Optional[str] = ...) -> None: ...
+    def __init__(self, enable: bool = ..., path: _Optional[str] = ...) -> None: ...
 
 class MonitoringConfig(_message.Message):
     __slots__ = ("prometheus_config",)

@@ -45,7 +45,7 @@ class PredictRequest(_message.Message):
         return_all_stoptokens: bool
         max_cache_length: int
         handshake: PredictRequest.RequestOptions.Handshake
-        def __init__(self, client_id: _Optional[bytes] = ..., deterministic_mode: _Optional[_Union[PredictRequest.RequestOptions.DeterministicMode, str]] = ..., return_additional_arrays_from_prefill: _Optional[bool] = ..., return_stoptokens: _Optional[_Iterable[int]] = ..., return_all_stoptokens: _Optional[bool] = ..., max_cache_length: _Optional[int] = ..., handshake: _Optional[_Union[PredictRequest.RequestOptions.Handshake, _Mapping]] = ...) -> None: ...
+        def __init__(self, client_id: _Optional[bytes] = ..., deterministic_mode: _Optional[_Union[PredictRequest.RequestOptions.DeterministicMode, str]] = ..., return_additional_arrays_from_prefill: bool = ..., return_stoptokens: _Optional[_Iterable[int]] = ..., return_all_stoptokens: bool = ..., max_cache_length: _Optional[int] = ..., handshake: _Optional[_Union[PredictRequest.RequestOptions.Handshake, _Mapping]] = ...) -> None: ...
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -85,7 +85,7 @@ class PredictStreamedOptions(_message.Message):
     request_state: PredictStreamedOptions.RequestState
     split_dimensions: _containers.ScalarMap[str, int]
     return_single_response: bool
-    def __init__(self, request_state: _Optional[_Union[PredictStreamedOptions.RequestState, str]] = ..., split_dimensions: _Optional[_Mapping[str, int]] = ..., return_single_response: _Optional[bool] = ...) -> None: ...
+    def __init__(self, request_state: _Optional[_Union[PredictStreamedOptions.RequestState, str]] = ..., split_dimensions: _Optional[_Mapping[str, int]] = ..., return_single_response: bool = ...) -> None: ...
 
 class PredictResponse(_message.Message):
     __slots__ = ("model_spec", "outputs")
