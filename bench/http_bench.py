@@ -79,7 +79,7 @@ def bench_latency(server: BackgroundServer, model: str, case, n: int) -> None:
 
 
 def triton_datatype(dtype: np.dtype) -> str:
-    from service.protocols.codecs.v2 import datatype_of
+    from service.protocols.codecs.v2_tensors import datatype_of
 
     return datatype_of(dtype)
 

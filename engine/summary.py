@@ -22,9 +22,9 @@ from engine.compile.prune import prune_to_signature
 from engine.errors import GraphError
 from engine.graph import Graph, TensorRef, dtypes, parse_tensor_name, validate
 from engine.passes import PIPELINE, PassContext, optimize
-from kernels.control_flow import CONTROL_FLOW_OPS, ENTER_OPS, SWITCH_OPS
-from kernels.core import IDENTITY_OPS
-from kernels.functional import WHILE_OPS
+from kernels.array.identity import IDENTITY_OPS
+from kernels.control_flow.dataflow import CONTROL_FLOW_OPS, ENTER_OPS, SWITCH_OPS
+from kernels.control_flow.functional import WHILE_OPS
 
 __all__ = [
     "GraphSummary",

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy
 
-from kernels import conv
+from kernels import pool
 
 __all__ = ["THREADED_MIN_FLOPS", "blas_threads_limited", "limit_blas_threads", "matmul"]
 
@@ -76,10 +76,10 @@ def matmul(xp: Any, a: Any, b: Any, out: Any | None = None) -> Any:
     single-threaded otherwise."""
     if not _LIMITED or xp is not numpy or a.size * b.shape[-1] < THREADED_MIN_FLOPS:
         return xp.matmul(a, b, out=out)
-    if conv.pool_size() < 2 or conv.in_pool_task() or not _THREADED.acquire(blocking=False):
+    if pool.pool_size() < 2 or pool.in_pool_task() or not _THREADED.acquire(blocking=False):
         return xp.matmul(a, b, out=out)
     try:
-        _set_threads(conv.pool_size())
+        _set_threads(pool.pool_size())
         return numpy.matmul(a, b, out=out)
     finally:
         _set_threads(1)

@@ -3,7 +3,7 @@
 A compiled function is a plain Python loop over arrays, compiled by numba for explicit float32
 signatures, releasing the GIL (`nogil`) so that request threads and the engine's thread pool run it in
 parallel; never `parallel=True`, whose threading layer aborts when two request threads enter parallel
-code at once. Kernels split work into tiles on the engine's pool (kernels.conv.run_chunks) instead.
+code at once. Kernels split work into tiles on the engine's pool (kernels.pool.run_chunks) instead.
 
     @compiled("void(float32[:, ::1], float32[::1])", ops=("_FusedMatMul",))
     def _bias_rows(y, bias): ...

@@ -22,8 +22,8 @@ from typing import Any
 from engine.compile.prune import all_outputs_fed
 from engine.errors import GraphError
 from engine.graph import Node, TensorRef
-from kernels.control_flow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
-from kernels.core import IDENTITY_OPS
+from kernels.control_flow.dataflow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
+from kernels.array.identity import IDENTITY_OPS
 
 __all__ = ["Kind", "DataflowNode", "DataflowPlan", "FrameMismatchError", "compile_dataflow", "loop_frames", "ROOT_FRAME"]
 

@@ -35,9 +35,9 @@ from engine.passes import PassContext, optimize, pipeline_names
 from engine.runtime import calls
 from engine.runtime.resources import ResourceManager
 from kernels import jit
-from kernels.control_flow import CONTROL_FLOW_OPS
-from kernels.core import IDENTITY_OPS
-from kernels.functional import CALL_OPS
+from kernels.control_flow.dataflow import CONTROL_FLOW_OPS
+from kernels.array.identity import IDENTITY_OPS
+from kernels.control_flow.functional import CALL_OPS
 
 __all__ = [
     "ConstantCache",

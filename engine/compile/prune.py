@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from engine.graph import Graph, Node, TensorRef
-from kernels.control_flow import NEXT_ITERATION_OPS as LOOP_BACK_EDGE_OPS
+from kernels.control_flow.dataflow import NEXT_ITERATION_OPS as LOOP_BACK_EDGE_OPS
 
 __all__ = ["all_outputs_fed", "prune_to_signature"]
 

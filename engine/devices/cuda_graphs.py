@@ -32,7 +32,7 @@ from engine import devices
 from engine.compile.plan import Plan
 from engine.devices.rendezvous import TRANSFER_OPS
 from engine.runtime.executor import execute, execute_from_host
-from kernels.functional import CALL_OPS
+from kernels.control_flow.functional import CALL_OPS
 
 __all__ = ["MAX_GRAPHS", "WARMUP_RUNS", "CudaGraphRunner", "capturable"]
 

@@ -38,9 +38,9 @@ import kernels
 from engine import devices as dev
 from engine.graph import Node, TensorRef
 from engine.graph.functions import FUNCTION_ATTRS
-from kernels.control_flow import CONTROL_FLOW_OPS
-from kernels.core import IDENTITY_OPS
-from kernels.functional import CALL_OPS
+from kernels.array.identity import IDENTITY_OPS
+from kernels.control_flow.dataflow import CONTROL_FLOW_OPS
+from kernels.control_flow.functional import CALL_OPS
 
 __all__ = ["HOST_MEMORY_INPUTS", "Placement", "dataflow_device", "host_memory_nodes", "is_replicable", "place"]
 

@@ -24,7 +24,7 @@ from engine.graph import Graph, Node, TensorRef, dtypes, validate
 from engine.graph.attrs import decode_node_attrs
 from engine.graph.op_outputs import OUTPUT_ARGS
 from engine.proto import function_pb2
-from kernels.functional import CALL_OPS, IF_OPS, WHILE_OPS
+from kernels.control_flow.functional import CALL_OPS, IF_OPS, WHILE_OPS
 
 __all__ = [
     "FUNCTION_ATTRS",

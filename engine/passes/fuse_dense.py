@@ -10,7 +10,7 @@ against a weight matrix, a Reshape into heads and an AddV2 of a [heads, size] bi
 
 and an activation after the bias (Relu, Relu6, Elu, LeakyRelu, Tanh, Sigmoid, or the `_TensorgateGelu`
 fuse_gelu wrote) joins as the fused op's last step. The bias is added, and the activation applied, to
-each row of the matmul while it is in cache; `_TensorgateDense` (kernels/fused.py) runs all rows as one
+each row of the matmul while it is in cache; `_TensorgateDense` (kernels/nn/fused.py) runs all rows as one
 2-D matmul, about twice as fast as a batched matmul or Einsum of the same shapes.
 
 Moving the bias before a Reshape is exact when the reshape keeps each row of the product together:

@@ -1,4 +1,4 @@
-"""Fusing MobileNetV2's inverted-residual blocks into one `_TensorgateInvertedResidual` (kernels.inverted_residual).
+"""Fusing MobileNetV2's inverted-residual blocks into one `_TensorgateInvertedResidual` (kernels.nn.inverted_residual).
 
     _FusedConv2D(x, 1x1 expand, BiasAdd[, Relu|Relu6])
       -> _FusedDepthwiseConv2dNative(BiasAdd[, Relu|Relu6])

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import kernels
 from engine.graph import Node
-from kernels.control_flow import CONTROL_FLOW_OPS, NEXT_ITERATION_OPS
-from kernels.functional import CALL_OPS  # ops that run functions of the graph's library
+from kernels.control_flow.dataflow import CONTROL_FLOW_OPS, NEXT_ITERATION_OPS
+from kernels.control_flow.functional import CALL_OPS  # ops that run functions of the graph's library
 
 __all__ = ["CALL_OPS", "LOOP_BACK_EDGE_OPS", "is_opaque"]
 

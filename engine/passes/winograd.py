@@ -6,8 +6,8 @@ constant, computed here once per plan instead of on every call.
     Conv2D(x, W)                            ->  _TensorgateWinogradConv2D(x, W, U, fused_ops=[])
 
 The node keeps its name, inputs and attrs (so a fetched convolution may be rewritten too). Filters with
-too few channels for Winograd ever to pay (kernels.winograd.enough_channels) are left alone; otherwise
-the kernel (kernels/winograd.py) still runs the direct convolution with W where its measured rule says
+too few channels for Winograd ever to pay (kernels.nn.winograd.enough_channels) are left alone; otherwise
+the kernel (kernels/nn/winograd.py) still runs the direct convolution with W where its measured rule says
 Winograd is slower (few tiles: the data's shape is only known per call), so W stays an input. It runs
 after fuse_activation, whose fused nodes it rewrites, and only for the CPU: GPUs have their own Conv2D
 kernels.
@@ -21,7 +21,7 @@ import kernels
 from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
 from engine.passes.rewrite import const_controls, const_node, constant_value, fresh_name, rebuild
-from kernels.winograd import FUSED_OPS, enough_channels, qualifies, winograd_filter
+from kernels.nn.winograd import FUSED_OPS, enough_channels, qualifies, winograd_filter
 
 __all__ = ["OP", "run"]
 

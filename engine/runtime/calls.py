@@ -21,7 +21,7 @@ import numpy as np
 from engine.errors import ExecutionError, GraphError, LoopLimitError
 from engine.graph import Node, dtypes
 from engine.graph.functions import FUNCTION_ATTRS, Function, call_types_attr, called_function, check_call_signature
-from kernels.functional import IF_OPS, WHILE_OPS
+from kernels.control_flow.functional import IF_OPS, WHILE_OPS
 
 __all__ = ["BodyRun", "bind_call", "body_runner", "to_bool"]
 

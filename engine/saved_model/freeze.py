@@ -14,7 +14,7 @@
 A variable that something else uses (an assignment, a scatter: a counter, Keras' seed-generator
 state) stays *live*: `written_variables` finds them, and freezing leaves their VarHandleOp in place
 with the checkpoint's value in its `_tensorgate_initial_value` attr, which the VarHandleOp kernel
-(kernels.resource_variables) uses to initialise the session's variable.
+(kernels.state.variables) uses to initialise the session's variable.
 
     >>> live = written_variables(graph_def)
     >>> frozen = freeze_variables(graph_def, {"dense/kernel": kernel_proto, "counter": counter_proto}, live)
@@ -33,8 +33,8 @@ from engine.graph.graph_def import decode_graph
 from engine.proto import function_pb2, graph_pb2, node_def_pb2, tensor_pb2, types_pb2
 from engine.saved_model.inline import tensor_input
 from engine.saved_model.restore import VARIABLE_OPS
-from kernels.functional import IF_OPS, PARTITIONED_CALL_OPS, WHILE_OPS
-from kernels.resource_variables import INITIAL_VALUE_ATTR
+from kernels.control_flow.functional import IF_OPS, PARTITIONED_CALL_OPS, WHILE_OPS
+from kernels.state.variables import INITIAL_VALUE_ATTR
 
 __all__ = ["freeze_variables", "replace_with_const", "written_variables"]
 

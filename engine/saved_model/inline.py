@@ -30,7 +30,7 @@ from engine.errors import GraphError
 from engine.graph import TensorRef, parse_tensor_name
 from engine.graph.functions import Function, load_library
 from engine.proto import function_pb2, graph_pb2, node_def_pb2
-from kernels.functional import PARTITIONED_CALL_OPS
+from kernels.control_flow.functional import PARTITIONED_CALL_OPS
 
 __all__ = ["inline_calls", "input_node", "tensor_input"]
 

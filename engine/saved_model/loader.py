@@ -71,7 +71,7 @@ from engine.saved_model.signature_defs import (
     wire_order,
 )
 from engine.saved_model.tensor_bundle import TensorBundle, extent_slices
-from kernels.functional import CALL_OPS
+from kernels.control_flow.functional import CALL_OPS
 
 __all__ = ["INIT_OP_SIGNATURE_KEY", "SavedModel", "SignatureDef", "TensorInfo", "load_saved_model"]
 

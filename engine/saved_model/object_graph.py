@@ -29,7 +29,7 @@ from engine.proto import meta_graph_pb2, saved_object_graph_pb2, trackable_objec
 from engine.saved_model.inline import input_node
 from engine.saved_model.restore import Checkpointed
 from engine.saved_model.tensor_bundle import TensorBundle
-from kernels.functional import PARTITIONED_CALL_OPS
+from kernels.control_flow.functional import PARTITIONED_CALL_OPS
 
 __all__ = ["OBJECT_GRAPH_KEY", "captured_variables", "object_graph_sources"]
 

@@ -36,7 +36,7 @@ import numpy as np
 from engine.errors import SavedModelError
 from engine.graph import Graph, Node, TensorRef, parse_tensor_name
 from engine.saved_model.inline import input_node
-from kernels.functional import PARTITIONED_CALL_OPS
+from kernels.control_flow.functional import PARTITIONED_CALL_OPS
 
 __all__ = [
     "VARIABLE_OPS",

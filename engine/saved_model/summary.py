@@ -23,7 +23,7 @@ from engine.graph import Graph, Node, parse_tensor_name
 from engine.graph.dtypes import tf_name_of_numpy
 from engine.graph.functions import FUNCTION_ATTRS
 from engine.saved_model.loader import SavedModel
-from kernels.lookup_tables import TABLE_OPS
+from kernels.state.lookup_tables import TABLE_OPS
 
 __all__ = ["SavedModelSummary", "SignatureSummary", "summarize_saved_model"]
 

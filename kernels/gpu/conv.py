@@ -17,17 +17,10 @@ from typing import Any
 
 import cupy
 
-from kernels import conv as shared
-from kernels.conv import (
-    DataFormat,
-    Padding,
-    Window2D,
-    chunks,
-    from_nhwc,
-    to_nhwc,
-    window_from_attrs,
-)
 from kernels.gpu.source import FLOAT_DTYPES, compute_type, elementwise
+from kernels.nn import conv as shared
+from kernels.nn.window import DataFormat, Padding, Window2D, from_nhwc, to_nhwc, window_from_attrs
+from kernels.pool import chunks
 from kernels.registry import kernel
 
 __all__ = ["conv2d_nhwc", "depthwise_conv2d_nhwc", "supports_depthwise"]

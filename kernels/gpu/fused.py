@@ -15,10 +15,10 @@ from typing import Any
 
 import cupy
 
-from kernels import fused as shared
-from kernels.conv import DataFormat, Padding, from_nhwc, to_nhwc, window_from_attrs
 from kernels.gpu.conv import conv2d_nhwc, depthwise_conv2d_nhwc
 from kernels.gpu.source import FLOAT_DTYPES, compute_dtype, compute_type, elementwise
+from kernels.nn import fused as shared
+from kernels.nn.window import DataFormat, Padding, from_nhwc, to_nhwc, window_from_attrs
 from kernels.registry import kernel
 
 __all__ = ["ACTIVATIONS", "apply_epilogue"]

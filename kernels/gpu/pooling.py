@@ -13,14 +13,12 @@ from typing import Any, Literal
 import cupy
 import numpy as np
 
-from kernels import pooling as shared
-from kernels.conv import Window2D
 from kernels.gpu.source import FLOAT_DTYPES, compute_type, elementwise
+from kernels.nn import pooling as shared
+from kernels.nn.window import DataFormat, Window2D
 from kernels.registry import kernel
 
 __all__ = ["pool_nhwc"]
-
-DataFormat = Literal["NHWC", "NCHW"]
 
 # Decomposes output element i of [n, out_h, out_w, chans] and walks the taps inside the image; `visit`
 # consumes x's element at offset `at`.

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import cupy
 
-from kernels import special as shared
 from kernels.gpu.source import FLOAT_DTYPES, compute_type, elementwise
+from kernels.math import special as shared
 from kernels.registry import kernel
 
 __all__ = ["erf", "erfc"]

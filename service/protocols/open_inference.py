@@ -19,7 +19,7 @@ import service
 from engine.devices import parse_device
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane, InferResult, Observation
-from service.protocols.codecs import v2
+from service.protocols.codecs import v2, v2_tensors
 from service.repository.manager import ModelManager
 from service.repository.signatures import TensorSpec
 from service.repository.versions import State, VersionStatus
@@ -49,7 +49,7 @@ def server_metadata() -> dict[str, Any]:
 
 
 def _datatype(spec: TensorSpec) -> str:
-    return "INVALID" if spec.dtype is None else v2.datatype_of(spec.dtype)
+    return "INVALID" if spec.dtype is None else v2_tensors.datatype_of(spec.dtype)
 
 
 def _dims(spec: TensorSpec) -> list[int]:

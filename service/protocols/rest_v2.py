@@ -19,7 +19,7 @@ from service.inference.dataplane import DataPlane
 from service.inference.response_limit import BINARY, JSON
 from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
-from service.protocols.codecs import v2
+from service.protocols.codecs import v2, v2_tensors
 from service.protocols.inference_routes import Route
 from service.protocols.openapi import BASE64_PATTERN, BINARY_CONTENT, errors, json_body
 from service.protocols.rest_tfserving import ASCII_DIGITS, parse_version
@@ -40,7 +40,7 @@ _INPUT = {
     "properties": {
         "name": {"type": "string"},
         "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-        "datatype": {"enum": list(v2.DATATYPES)},
+        "datatype": {"enum": list(v2_tensors.DATATYPES)},
         "parameters": {**_PARAMETERS, "description": "e.g. binary_data_size: the tensor's bytes in the binary section"},
         "data": {"type": "array", "description": "the elements, flat or nested, row-major; len = product of shape"},
     },

@@ -11,9 +11,13 @@ goes from files to serving:
 - `archive`: safe extraction of uploaded version archives.
 - `signatures`: named input and output aliases bound to graph tensors.
 - `servable`: one loaded, warmed-up version, ready to run requests.
+- `loading`: how a version becomes a servable (session options, batching, device, warm-up): the one
+  place servables are made, for the manager's loads and for management's validation loads.
 - `tfrecord`, `warmup`: TensorFlow Serving's warm-up files (a TFRecord of logged requests in a version's
   `assets.extra/`), replayed before a version serves.
 - `versions`: the states a version goes through (TensorFlow Serving's) and the records kept of it.
+- `resolve`: which version a request means (a number, a label, or the newest available) and why there
+  is none, as NotFound or Unavailable.
 - `management`: the writes clients ask for (uploads, deletes, labels, the v2 repository's load and
   unload), each validated as a servable before it lands, then handed to the manager.
 - `manager`: which versions are loaded, kept in step with the disk (polling, loading, retiring), and

@@ -69,7 +69,7 @@ class RepositoryManagement:
 
     def _validate(self, name: str, version: int, source, config: ModelConfig, staging: Path | None = None) -> Servable:
         try:
-            return self.manager.make_servable(name, version, source, config)
+            return self.manager.loader.load(name, version, source, config)
         except LoadError as e:
             message = str(e)
             if staging is not None:  # name files as the client knows them, not by our staging path

@@ -14,7 +14,6 @@ only after the requests running on it have finished. A model config file is read
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -25,11 +24,13 @@ from pathlib import Path
 from engine import SessionOptions
 from engine.errors import EngineError
 from service.errors import BadRequest, NotFound, Unavailable
-from service.inference.batching import BatchingOptions, BatchStats, resolve_batching
+from service.inference.batching import BatchingOptions, BatchStats
 from service.repository import ModelRepository, VersionFiles
 from service.repository.config import ConfigError, ModelConfig
+from service.repository.loading import VersionLoader
 from service.repository.model_config_file import ConfiguredModel
-from service.repository.servable import LoadError, Servable, load_servable
+from service.repository.resolve import removed_from, resolve, status_records, why_unavailable
+from service.repository.servable import LoadError, Servable
 from service.repository.sources import ModelSources
 from service.repository.versions import ModelRecord, State, VersionRecord, VersionStatus
 from service.repository.warmup import WarmupOptions
@@ -65,14 +66,9 @@ class ModelManager:
     ):
         self.sources = sources if isinstance(sources, ModelSources) else ModelSources(sources)
         self.repository = self.sources.repository  # where management writes go; None: none (config file only)
-        self.session_options = session_options
-        self.device = device  # where versions run unless their config.yaml names a device
-        self.warmup = warmup or WarmupOptions()  # how versions replay their warm-up files
+        self.loader = VersionLoader(session_options, batching or BatchingOptions(), batching_by_default, on_batch,
+                                    on_load, device, warmup or WarmupOptions())
         self.poll_interval_s = poll_interval_s
-        self.batching_defaults = batching or BatchingOptions()
-        self.batching_by_default = batching_by_default
-        self._on_batch = on_batch
-        self._on_load = on_load
         self._models: dict[str, ModelRecord] = {}
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -234,25 +230,9 @@ class ModelManager:
         config, version = model.config, record.version
         self._loader.submit(self._load, model.name, version, source, config, token)
 
-    def make_servable(self, name: str, version: int, source, config: ModelConfig) -> Servable:
-        """Load and warm up a version with the model's batching options: the one place servables are
-        made (the poller's loads, and the validation of a management write). Raises LoadError."""
-        try:
-            batching = resolve_batching(config.batching, self.batching_defaults, self.batching_by_default)
-        except ValueError as e:
-            raise LoadError(f"config.yaml batching: {e}") from None
-        on_batch = None
-        if batching is not None and self._on_batch is not None:
-            on_batch = functools.partial(self._on_batch, name, version)
-        servable = load_servable(name, version, source, config, self.session_options, batching=batching, on_batch=on_batch,
-                                 default_device=self.device, warmup=self.warmup)
-        if self._on_load is not None:
-            self._on_load(name, servable.load_seconds)
-        return servable
-
     def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
         try:
-            servable, error = self.make_servable(name, version, source, config), None
+            servable, error = self.loader.load(name, version, source, config), None
         except (LoadError, EngineError, OSError) as e:
             servable, error = None, str(e)
         except Exception as e:  # an engine bug must not leave the version LOADING forever
@@ -293,7 +273,7 @@ class ModelManager:
             if model.unloaded:
                 reason = "unloaded"
             elif v not in disk:
-                reason = _removed_from(model)
+                reason = removed_from(model)
             else:
                 reason = f"outside the version policy ({model.config.version_policy.describe()})"
             self._unload(record, reason)
@@ -315,43 +295,11 @@ class ModelManager:
 
     # --- serving -----------------------------------------------------------------------------------
 
-    def _resolve(self, name: str, version: int | None, label: str | None) -> VersionRecord:
-        model = self._models.get(name)
-        if model is None or (not model.versions and not model.on_disk):
-            raise NotFound(f"model '{name}' not found")
-        if label is not None:
-            if label not in model.config.labels:
-                raise NotFound(f"model '{name}' has no label '{label}'")
-            version = model.config.labels[label]
-        if version is None:
-            available = [r for v, r in sorted(model.versions.items()) if r.state is State.AVAILABLE]
-            if available:
-                return available[-1]
-            raise Unavailable(f"no version of model '{name}' is available{self._why(model)}")
-        record = model.versions.get(version)
-        if record is None:
-            raise NotFound(f"model '{name}' has no version {version}")
-        if record.state is State.AVAILABLE:
-            return record
-        if record.state in (State.START, State.LOADING):
-            raise Unavailable(f"version {version} of model '{name}' is still loading")
-        why = record.error or record.reason or record.state.value.lower()
-        raise NotFound(f"version {version} of model '{name}' is not available: {why}")
-
-    @staticmethod
-    def _why(model: ModelRecord) -> str:
-        if model.unloaded:
-            return " (unloaded)"
-        errors = [f"version {v}: {r.error}" for v, r in sorted(model.versions.items()) if r.error]
-        if any(r.state in (State.START, State.LOADING) for r in model.versions.values()):
-            return " yet (loading)"
-        return f" ({'; '.join(errors)})" if errors else " (no version in the repository)"
-
     @contextlib.contextmanager
     def lease(self, name: str, version: int | None = None, label: str | None = None) -> Iterator[Servable]:
         """The servable to run a request on; it stays loaded until the `with` block ends."""
         with self._lock:
-            record = self._resolve(name, version, label)
+            record = resolve(self._models.get(name), name, version, label)
             record.inflight += 1
             servable = record.servable
         try:
@@ -365,7 +313,7 @@ class ModelManager:
     def servable(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
         """The servable for metadata (no lease: metadata needs no running version)."""
         with self._lock:
-            return self._resolve(name, version, label).servable
+            return resolve(self._models.get(name), name, version, label).servable
 
     # --- status ------------------------------------------------------------------------------------
 
@@ -378,17 +326,7 @@ class ModelManager:
         """Every known version of a model, newest first (or the one asked for)."""
         with self._lock:
             model = self._models.get(name)
-            if model is None or not model.versions:
-                raise NotFound(f"could not find any versions of model '{name}'")
-            if label is not None:
-                if label not in model.config.labels:
-                    raise NotFound(f"model '{name}' has no label '{label}'")
-                version = model.config.labels[label]
-            if version is not None:
-                if version not in model.versions:
-                    raise NotFound(f"could not find version {version} of model '{name}'")
-                return [self._status(model, model.versions[version])]
-            return [self._status(model, r) for _, r in sorted(model.versions.items(), reverse=True)]
+            return [self._status(model, r) for r in status_records(model, name, version, label)]
 
     def index(self) -> list[VersionStatus]:
         """Every model of the sources or loaded, with each known version (v2 repository index)."""
@@ -425,7 +363,7 @@ class ModelManager:
     def model_ready(self, name: str, version: int | None = None) -> bool:
         with self._lock:
             try:
-                self._resolve(name, version, None)
+                resolve(self._models.get(name), name, version, None)
                 return True
             except (NotFound, Unavailable):
                 return False
@@ -549,14 +487,5 @@ class ModelManager:
     def why_unavailable(self, name: str) -> str:
         """Why no version of `name` is available, as the tail of a message: " (unloaded)", ..."""
         with self._lock:
-            model = self._models.get(name)
-            return self._why(model) if model is not None else " (no version in the repository)"
+            return why_unavailable(self._models.get(name))
 
-
-def _removed_from(model: ModelRecord) -> str:
-    """Why a version whose files the sources no longer list was unloaded."""
-    if not model.configured:
-        return "removed from the repository"
-    if not model.on_disk:
-        return "removed from the model config file"
-    return "removed from the model's base_path"

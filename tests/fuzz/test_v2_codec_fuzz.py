@@ -12,14 +12,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from service.errors import BadRequest
-from service.protocols.codecs import v2, v2_grpc
+from service.protocols.codecs import v2, v2_grpc, v2_tensors
 from service.protocols.grpc.rpc import parse_message
 from service.protocols.proto import grpc_service_pb2 as pb
 from tests.fuzz.harness import MiB, call_parser, fuzz_settings
 from tests.fuzz.json_values import json_bytes, json_values, numbers, shapes
 from tests.fuzz.mutations import mutated
 
-_DATATYPES = st.sampled_from([*v2.DATATYPES, "FP8", "", "fp32"]) | json_values
+_DATATYPES = st.sampled_from([*v2_tensors.DATATYPES, "FP8", "", "fp32"]) | json_values
 _SIZES = st.integers(-1, 64) | st.sampled_from([2**32, 2**63]) | json_values
 
 input_specs = st.fixed_dictionaries(

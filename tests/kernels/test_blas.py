@@ -8,7 +8,7 @@ import pytest
 from threadpoolctl import threadpool_info
 
 import engine
-from kernels import blas, conv
+from kernels import blas, pool
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_large_product_gets_blas_threads_and_gives_them_back(limited, monkeypa
     monkeypatch.setattr(np, "matmul", spy)
     a, b = np.ones((512, 256), np.float32), np.ones((256, 256), np.float32)
     blas.matmul(np, a, b)
-    assert seen[-1] == [conv.pool_size()] * len(seen[-1])
+    assert seen[-1] == [pool.pool_size()] * len(seen[-1])
     assert all(n == 1 for n in _blas_threads())
     blas.matmul(np, a[:1], b)  # small: single-threaded
     assert all(n == 1 for n in seen[-1])
@@ -63,7 +63,7 @@ def test_products_in_pool_threads_or_beside_a_threaded_one_stay_single_threaded(
     real = np.matmul
     monkeypatch.setattr(np, "matmul", lambda *a, **k: (seen.append(_blas_threads()), real(*a, **k))[1])
     a, b = np.ones((512, 256), np.float32), np.ones((256, 256), np.float32)
-    conv.run_tasks(lambda _: blas.matmul(np, a, b), [0, 1, 2, 3])
+    pool.run_tasks(lambda _: blas.matmul(np, a, b), [0, 1, 2, 3])
     assert len(seen) == 4
     assert all(n == 1 for s in seen for n in s)  # the caller's own share counts as a pool task
     seen.clear()
@@ -75,6 +75,6 @@ def test_products_in_pool_threads_or_beside_a_threaded_one_stay_single_threaded(
 def test_transposed_operands_through_the_matmul_kernel(limited):
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((256, 3000)).astype(np.float32), rng.standard_normal((64, 256)).astype(np.float32)
-    from kernels.matmul import mat_mul
+    from kernels.math.matmul import mat_mul
 
     np.testing.assert_allclose(mat_mul(np, a, b, transpose_a=True, transpose_b=True)[0], a.T @ b.T, rtol=1e-5, atol=1e-3)

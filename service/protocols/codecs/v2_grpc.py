@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from service.errors import BadRequest
-from service.protocols.codecs import v2
+from service.protocols.codecs import v2, v2_tensors
 from service.protocols.proto import grpc_service_pb2 as pb
 
 __all__ = ["decode_infer_request", "encode_infer_response", "parameters_of"]
@@ -86,8 +86,8 @@ def _decode_input(tensor: pb.ModelInferRequest.InferInputTensor, index: int, raw
     if not name:
         raise BadRequest(f"inputs[{index}] has no name")
     datatype = tensor.datatype
-    if datatype not in v2.DATATYPES:
-        raise BadRequest(f"input {name!r}: unknown datatype {datatype!r}; expected one of {', '.join(v2.DATATYPES)}")
+    if datatype not in v2_tensors.DATATYPES:
+        raise BadRequest(f"input {name!r}: unknown datatype {datatype!r}; expected one of {', '.join(v2_tensors.DATATYPES)}")
     shape = list(tensor.shape)
     parameters = parameters_of(tensor.parameters)
     if "shared_memory_region" in parameters:
@@ -96,8 +96,8 @@ def _decode_input(tensor: pb.ModelInferRequest.InferInputTensor, index: int, raw
     if raw is not None:
         if typed:
             raise BadRequest(f"input {name!r} has both typed contents and raw_input_contents: send one")
-        return v2.InferInput(name, v2.tensor_from_raw(name, datatype, shape, raw), parameters)
-    v2.check_shape(name, shape)
+        return v2.InferInput(name, v2_tensors.tensor_from_raw(name, datatype, shape, raw), parameters)
+    v2_tensors.check_shape(name, shape)
     count = math.prod(shape)
     field = _CONTENTS.get(datatype)
     if field is None:
@@ -108,7 +108,7 @@ def _decode_input(tensor: pb.ModelInferRequest.InferInputTensor, index: int, raw
     for other in _CONTENT_FIELDS:
         if other != field and len(getattr(tensor.contents, other)):
             raise BadRequest(f"input {name!r}: a {datatype} tensor's values go in {field}, not {other}")
-    dtype = v2.DATATYPES[datatype]
+    dtype = v2_tensors.DATATYPES[datatype]
     if datatype == "BYTES":
         flat = np.empty(count, dtype=object)
         flat[:] = list(values)
@@ -130,15 +130,15 @@ def encode_infer_response(model: str, version: str, request_id: str | None,
     """A serialized ModelInferResponse of `outputs` (name, array, raw). If any output goes raw, all
     do: `raw_output_contents` is indexed like `outputs`, so clients cannot mix the two."""
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id or "")
-    all_raw = any(raw or _CONTENTS.get(v2.datatype_of(np.asarray(a).dtype)) is None for _, a, raw in outputs)
+    all_raw = any(raw or _CONTENTS.get(v2_tensors.datatype_of(np.asarray(a).dtype)) is None for _, a, raw in outputs)
     for name, array, _ in outputs:
         array = np.asarray(array)
         tensor = response.outputs.add(name=name, shape=array.shape)
         if all_raw:
-            tensor.datatype, data = v2.tensor_to_raw(name, array)
+            tensor.datatype, data = v2_tensors.tensor_to_raw(name, array)
             response.raw_output_contents.append(data)
             continue
-        tensor.datatype = v2.datatype_of(array.dtype)
+        tensor.datatype = v2_tensors.datatype_of(array.dtype)
         values = getattr(tensor.contents, _CONTENTS[tensor.datatype])
         flat = array.ravel()
         if tensor.datatype == "BYTES":

@@ -8,7 +8,7 @@ import engine
 from engine.graph import TensorRef
 from engine.passes import PIPELINE, PassContext, optimize, pipeline_names
 from engine.passes.guards import is_opaque
-from kernels.control_flow import CONTROL_FLOW_OPS
+from kernels.control_flow.dataflow import CONTROL_FLOW_OPS
 from tests.engine.graphs import GraphBuilder
 from tests.engine.passes.checks import F32, I32, UNOPTIMIZED, conv_bn_relu, ops_of, optimized
 

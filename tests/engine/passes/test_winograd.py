@@ -14,13 +14,13 @@ import engine
 from engine.graph import Graph
 from engine.passes import PassContext, optimize
 from engine.passes.rewrite import const_node, rebuild
-from kernels import winograd
+from kernels.nn import winograd
 from tests.engine.graphs import GraphBuilder
 from tests.engine.passes.checks import F32, UNOPTIMIZED, ops_of, rng
 from tests.golden import FIXTURES, assert_matches, case_dirs, load_case
 
 OP = "_TensorgateWinogradConv2D"
-# Big enough for the kernel to pick Winograd: 200 tiles x 64 x 64 channels (kernels.winograd.prefers_winograd).
+# Big enough for the kernel to pick Winograd: 200 tiles x 64 x 64 channels (kernels.nn.winograd.prefers_winograd).
 X = rng.standard_normal((2, 20, 20, 64)).astype(np.float32)
 
 

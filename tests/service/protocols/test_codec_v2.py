@@ -10,14 +10,8 @@ import numpy as np
 import pytest
 
 from service.errors import BadRequest
-from service.protocols.codecs.v2 import (
-    DATATYPES,
-    InferRequest,
-    RequestedOutput,
-    datatype_of,
-    decode_infer_request,
-    encode_infer_response,
-)
+from service.protocols.codecs.v2 import InferRequest, RequestedOutput, decode_infer_request, encode_infer_response
+from service.protocols.codecs.v2_tensors import DATATYPES, datatype_of
 
 try:
     import tritonclient.http as triton

@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from engine.graph.tensors import from_array
-from service.protocols.codecs.v2 import datatype_of
+from service.protocols.codecs.v2_tensors import datatype_of
 from service.protocols.grpc.services import INFERENCE_SERVICE, PREDICTION_SERVICE, Stub
 from service.protocols.proto import grpc_service_pb2 as pb
 from service.protocols.proto import predict_pb2

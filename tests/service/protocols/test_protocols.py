@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tritonclient.http as triton
 
-from service.protocols.codecs.v2 import datatype_of
+from service.protocols.codecs.v2_tensors import datatype_of
 from tests.golden import assert_matches, load_case
 from tests.service.conftest import alias, model_cases, start_server, write_fixture_model
 

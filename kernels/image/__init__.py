@@ -1,0 +1,17 @@
+"""Kernels of the image ops: codecs, resampling, geometric transforms and colour.
+
+A decoded image's size is checked against `limits` before any pixel is allocated; the codec ops of
+`codecs` read and write the bytes through the per-format modules.
+
+    limits               how many pixels a decoded image may have (decompression bombs are refused)
+    jpeg                 JPEG decoding/encoding as TensorFlow's libjpeg-turbo calls do it (through Pillow)
+    png                  PNG decoding/encoding as TensorFlow's libpng calls do it
+    gif                  GIF decoding as TensorFlow's gif_io.cc does it (frames composited)
+    codecs               the codec ops: DecodeJpeg/Png/Gif/Bmp/Image, DecodeAndCropJpeg, ExtractJpegShape,
+                         EncodeJpeg, EncodePng
+    resize               ResizeBilinear, ResizeNearestNeighbor, ResizeBicubic, ResizeArea
+    scale_and_translate  ScaleAndTranslate (tf.image.resize v2's filters and antialiasing)
+    crop_and_resize      CropAndResize (boxes resampled to one crop size)
+    transform            ImageProjectiveTransformV2/V3
+    colorspace           RGBToHSV, HSVToRGB, AdjustContrastv2, AdjustSaturation, AdjustHue
+"""

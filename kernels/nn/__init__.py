@@ -1,0 +1,21 @@
+"""Kernels of the neural-network ops: convolutions, pooling, normalisation, activations, and the fused ops
+the optimizer (engine/passes) writes in their place.
+
+Data flows from the geometry to the bodies to the fused forms:
+
+    window             sliding-window geometry (SAME/VALID/EXPLICIT, taps that skip padding), data formats,
+                       and the Epilogue type that finishes an output block in place
+    conv               Conv2D (grouped too), DepthwiseConv2dNative, Conv2DBackpropInput: im2col + GEMM by chunks
+    depthwise          depthwise convolution as one compiled pass (conv's numpy body is its twin)
+    winograd           _TensorgateWinogradConv2D: a 3x3 stride-1 Conv2D as Winograd F(2x2, 3x3)
+    pooling            MaxPool, MaxPoolV2, AvgPool
+    normalization      FusedBatchNorm V1-V3, LRN and _TensorgateLayerNorm
+    activations        the ReLU family, soft curves, Softmax/LogSoftmax
+    gelu               _TensorgateGelu (GELU exact and approximate as one op)
+    compiled_rows      compiled row loops: bias + activation epilogues, softmax, layer normalisation
+    fused              _FusedConv2D, _FusedDepthwiseConv2dNative, _FusedMatMul, _TensorgateDense: a body
+                       with its epilogue
+    inverted_residual  _TensorgateInvertedResidual: MobileNetV2's block in bands of output rows
+
+Chunks run on the engine's kernel pool (kernels.pool); GEMMs go through kernels.blas.
+"""

@@ -1,0 +1,110 @@
+"""The engine's kernel thread pool, and how a kernel's work is cut into chunks for it.
+
+Large CPU kernels split their output into `Chunk`s of whole images (or, for large images, row blocks of
+one image) so that each chunk's working set stays in cache, and run them with `run_chunks` / `run_tasks`
+on one process-wide pool, a thread per available core: numpy's ufunc loops, BLAS and the compiled
+kernels release the GIL, so chunks run in parallel. The caller takes the first item itself, and work
+submitted from a pool thread runs inline (waiting on the pool it occupies could deadlock);
+`in_pool_task` tells BLAS threading (kernels.blas) when the cores are taken already.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy
+
+__all__ = ["POOL_THREAD_PREFIX", "Chunk", "chunks", "in_pool_task", "pool_size", "run_chunks", "run_tasks"]
+
+@dataclass(frozen=True)
+class Chunk:
+    """Images [b0, b1) and output rows [r0, r1): a unit of work whose output block is contiguous."""
+
+    b0: int
+    b1: int
+    r0: int
+    r1: int
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        return self.r0, self.r1
+
+
+def chunks(batch: int, out_h: int, row_cost: int, budget: int) -> list[Chunk]:
+    """Split [batch, out_h] output rows into chunks of about `budget` cost (`row_cost` per output row):
+    several whole images per chunk, or row blocks of one image when an image alone is over budget."""
+    per_image = max(out_h * row_cost, 1)
+    if per_image <= budget or out_h <= 1:
+        step = max(budget // per_image, 1)
+        return [Chunk(b, min(b + step, batch), 0, out_h) for b in range(0, batch, step)]
+    rows = max(budget // max(row_cost, 1), 1)
+    return [Chunk(b, b + 1, r, min(r + rows, out_h)) for b in range(batch) for r in range(0, out_h, rows)]
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+# The pool's threads are named with this prefix: work submitted from one of them runs inline instead of
+# waiting on the pool it occupies (which could deadlock).
+POOL_THREAD_PREFIX = "tensorgate-kernel"
+_CALLER = threading.local()
+
+
+@functools.cache
+def _cpu_count() -> int:
+    # Read once: the affinity (a container's cpuset) does not change under a running server, and the
+    # syscall would cost a microsecond on every kernel call that asks.
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def pool_size() -> int:
+    """How many threads the engine's kernel pool has (one per available core)."""
+    return _cpu_count()
+
+
+def run_tasks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """Run `work` on every item on the engine's kernel pool (in order here when there is one item, one
+    core, or the caller is a pool thread itself); a worker's exception is raised here."""
+    global _POOL
+    if len(items) < 2 or _cpu_count() < 2 or in_pool_task():
+        for item in items:
+            work(item)
+        return
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix=POOL_THREAD_PREFIX)
+    # The caller takes the first item itself rather than idling while it waits: one hand-off fewer, and
+    # the calling thread's core is not left to the scheduler. While it does, it counts as a pool thread.
+    futures = [_POOL.submit(work, item) for item in items[1:]]
+    _CALLER.in_task = True
+    try:
+        work(items[0])
+    finally:
+        _CALLER.in_task = False
+        for future in futures:
+            future.result()  # a worker's exception is raised here (after every item has finished)
+
+
+def in_pool_task() -> bool:
+    """Whether this thread is running one of run_tasks' items (a pool thread, or the caller taking its
+    share): work it would hand to the pool, or to BLAS's threads, has siblings using the cores already."""
+    return threading.current_thread().name.startswith(POOL_THREAD_PREFIX) or getattr(_CALLER, "in_task", False)
+
+
+def run_chunks(xp: Any, work: Callable[[Chunk], None], parts: list[Chunk]) -> None:
+    """Run `work` on every chunk: on the thread pool for numpy (ufuncs, BLAS and compiled kernels release
+    the GIL), in order otherwise (a GPU runs each chunk's launches asynchronously already)."""
+    if xp is not numpy:
+        for part in parts:
+            work(part)
+        return
+    run_tasks(work, parts)

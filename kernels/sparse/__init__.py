@@ -1,0 +1,9 @@
+"""Kernels of the SparseTensor ops: a SparseTensor is three tensors (indices, values, dense_shape), checked
+and ordered as TensorFlow's sparse kernels do (`tensor`).
+
+    tensor        the SparseTensor triple, its checks and orderings, shared by the modules below
+    manipulation  SparseToDense, SparseReorder, SparseReshape, SparseFillEmptyRows, SparseConcat, SparseSlice
+    arithmetic    SparseAdd, SparseTensorDenseMatMul, SparseReduceSum/Max (and their sparse outputs)
+    cross         SparseCross, SparseCrossV2, SparseCrossHashed (feature crosses)
+    sets          SetSize and the Dense/Sparse set operations (tf.sets)
+"""
