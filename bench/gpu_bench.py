@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import engine  # noqa: E402
+from bench.engine_bench import MODELS, make_input  # noqa: E402
 from engine.devices import gpu_available  # noqa: E402
 from engine.devices.cuda_graphs import CudaGraphRunner  # noqa: E402
 
-MODELS = ROOT / "bench" / "models"
 LATENCY = (("bert_mini", 1), ("mobilenet_v2", 1))
 THROUGHPUT = ("resnet50", 64)
 
@@ -52,12 +52,10 @@ def median_ms(fn: Callable[[], object], runs: int, warmup: int = 5, sync: Callab
 
 
 def model_input(name: str, batch: int) -> tuple[str, str, np.ndarray]:
+    """The model's feed and fetch names and an input batch, made as bench/engine_bench.py makes them."""
     case = json.loads((MODELS / name / "case.json").read_text())
-    feed = case["feeds"][0]
-    rng = np.random.default_rng(0)
-    shape = [batch, *feed["sample_shape"]]
-    x = (rng.integers(0, 1000, shape) if feed["dtype"].startswith("int") else rng.standard_normal(shape)).astype(feed["dtype"])
-    return feed["name"], case["fetches"][0]["name"], x
+    x = make_input(case, batch, np.random.default_rng(0))
+    return case["feeds"][0]["name"], case["fetches"][0]["name"], x
 
 
 def gpu_session(name: str, cuda_graphs: bool) -> engine.Session:

@@ -4,7 +4,7 @@ DecodeBmp, DecodeImage, EncodeJpeg, EncodePng. Host only: their inputs or output
 As in TensorFlow, every decode op looks at the magic bytes, not at its own name: DecodeJpeg and DecodePng
 decode JPEG, PNG and single-frame GIF alike, DecodeGif returns any of them as [frames, h, w, 3], and only
 DecodeImage (and DecodeBmp) take BMP. The format modules hold the decoders: kernels/image/jpeg.py,
-png_codec.py, gif_codec.py (BMP, a header and raw rows, is here). Declared sizes are checked against
+png.py, gif.py (BMP, a header and raw rows, is here). Declared sizes are checked against
 kernels/image/limits.py, and against the request's memory limit (kernels.limits; read from the header,
 before decoding), before anything is allocated. WebP and JPEG XL, which DecodeImage also reads in
 TensorFlow, are refused with TensorFlow's unknown-format error.

@@ -66,8 +66,9 @@ class ModelManager:
     ):
         self.sources = sources if isinstance(sources, ModelSources) else ModelSources(sources)
         self.repository = self.sources.repository  # where management writes go; None: none (config file only)
-        self.loader = VersionLoader(session_options, batching or BatchingOptions(), batching_by_default, on_batch,
-                                    on_load, device, warmup or WarmupOptions())
+        self.loader = VersionLoader(session_options, batching_defaults=batching or BatchingOptions(),
+                                    batching_by_default=batching_by_default, on_batch=on_batch, on_load=on_load,
+                                    device=device, warmup=warmup or WarmupOptions())
         self.poll_interval_s = poll_interval_s
         self._models: dict[str, ModelRecord] = {}
         self._lock = threading.RLock()
