@@ -37,7 +37,7 @@ fuzz: $(VENV)/.dev
 	$(PY) tools/fuzz/fuzz.py $(FUZZ_TARGET) --seconds $(FUZZ_SECONDS)
 
 # The schemas' generated code (tools/gen_protos.py), made by grpcio-tools 1.72's protoc 30 in a venv of its own:
-# protoc 30's code loads on every protobuf from 6.30 (the floor pyproject.toml declares) to 7.x, where a newer
+# protoc 30's code loads on every protobuf from 6.30 (pyproject.toml's floor is 6.31.1, ydf's) to 7.x, where a newer
 # protoc's code refuses older runtimes; and grpcio-tools 1.72 needs protobuf < 7, which the dev venv must not get.
 PROTO_VENV := .venv-protos
 

@@ -79,16 +79,21 @@ class InvalidInputError(GraphError):
 
 
 class UnsupportedOpError(GraphError):
-    """Ops with no kernel; `ops` maps each op type to the nodes that use it."""
+    """Ops with no kernel; `ops` maps each op type to the nodes that use it, `origins` each op to where it
+    comes from where that is known (engine.graph.op_origin: "TensorFlow" or a custom-op pip package)."""
 
-    def __init__(self, ops: Mapping[str, Iterable[str]], device: str | None = None):
+    def __init__(self, ops: Mapping[str, Iterable[str]], device: str | None = None,
+                 origins: Mapping[str, str | None] | None = None):
         self.ops = {op: sorted(nodes) for op, nodes in sorted(ops.items())}
+        self.origins = dict(origins or {})
         where = f" on device '{device}'" if device else ""
         parts = []
         for op, nodes in self.ops.items():
             shown = ", ".join(repr(n) for n in nodes[:5])
             more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
-            parts.append(f"{op} (nodes {shown}{more})")
+            origin = self.origins.get(op)
+            source = "" if origin is None else "; a core TensorFlow op" if origin == "TensorFlow" else f"; from {origin}"
+            parts.append(f"{op} (nodes {shown}{more}{source})")
         super().__init__(f"unsupported ops{where}: {'; '.join(parts)}")
 
 

@@ -21,6 +21,7 @@ from engine.compile.plan import PLACEHOLDER_OPS, format_shape
 from engine.compile.prune import prune_to_signature
 from engine.errors import GraphError
 from engine.graph import Graph, TensorRef, dtypes, parse_tensor_name, validate
+from engine.graph.op_origin import origin_note, origins
 from engine.passes import PIPELINE, PassContext, optimize
 from kernels.array.identity import IDENTITY_OPS
 from kernels.control_flow.dataflow import CONTROL_FLOW_OPS, ENTER_OPS, SWITCH_OPS
@@ -146,6 +147,7 @@ class GraphSummary:
             ],
             "outputs": self.outputs,
             "unsupported_ops": self.unsupported,
+            "unsupported_op_origins": origins(self.unsupported),
         }
 
     def format(self) -> str:
@@ -159,7 +161,7 @@ class GraphSummary:
             lines.append("unsupported ops:")
             for op, nodes in self.unsupported.items():
                 shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-                lines.append(f"  {op}: {shown}")
+                lines.append(f"  {op}{origin_note(op)}: {shown}")
         else:
             lines.append("unsupported ops: none")
         return "\n".join(lines)

@@ -3,12 +3,14 @@
 A subpackage per op family, as TensorFlow's own core/kernels/ has them; each subpackage's docstring lists
 its modules:
 
-    array/         constants and identities, shapes, slicing, indexing, joining, space/depth, unique
+    array/         constants and identities, shapes, slicing, indexing, scatter-style updates, positions,
+                   diagonals, joining, space/depth and patches, unique, XLA ops run outside XLA
     math/          elementwise math, reductions, matrix products, einsum, special functions, complex,
-                   segment reductions, bincount, bucketize
+                   segment reductions, bincount, bucketize, fake quantization, XLA's dot and precision ops
     nn/            convolutions (direct, depthwise, Winograd), pooling, normalisation, activations,
                    fused epilogues and blocks, and the window geometry they share
-    image/         codecs (JPEG, PNG, GIF, BMP), resizing, projective transforms, crops, colour
+    image/         codecs (JPEG, PNG, GIF, BMP), resizing, projective transforms, crops, colour,
+                   non-max suppression and box drawing
     strings/       manipulation, regex, Unicode, hashing, conversions, formatting, splitting
     parsing/       tf.Example and SequenceExample, CSV, JSON Examples, raw bytes
     sparse/        SparseTensors: building, reordering, arithmetic, crosses, sets
@@ -16,6 +18,9 @@ its modules:
     random/        Philox and the stateless random ops
     state/         resource variables, lookup tables, TensorArrays and TensorLists
     control_flow/  Switch/Merge/Enter/Exit and the functional If/While/calls
+    text/          TensorFlow Text: normalizers, tokenizers (WordPiece, fast WordPiece, SentencePiece, ...),
+                   trimmers, n-grams and the other ops TF Text serving graphs hold
+    forests/       TensorFlow Decision Forests' inference ops, run by YDF
     gpu/           CUDA kernels that override the shared bodies on the GPU
 
 The modules at this level are the machinery every family uses, and import no family:

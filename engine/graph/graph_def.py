@@ -18,6 +18,7 @@ from engine.errors import GraphParseError, InvalidInputError, UnsupportedOpError
 from engine.graph import Graph, Node, functions, parse_tensor_name, validate
 from engine.graph.attrs import decode_node_attrs
 from engine.graph.functions import Function
+from engine.graph.op_origin import origins
 from engine.proto import graph_pb2, node_def_pb2
 
 __all__ = ["GraphSource", "TEXT_SUFFIXES", "parse_graph_def", "decode_graph", "load_graph", "save_graph"]
@@ -90,7 +91,7 @@ def _check_supported(nodes: tuple[Node, ...], called: Mapping[str, Function]) ->
         for op, names in validate.find_unsupported_ops(function.graph.nodes).items():
             missing.setdefault(op, []).extend(f"{function.name}/{name}" for name in names)
     if missing:
-        raise UnsupportedOpError(missing)
+        raise UnsupportedOpError(missing, origins=origins(missing))
 
 
 def decode_graph(graph_def: graph_pb2.GraphDef, *, check_ops: bool = True) -> Graph:

@@ -20,6 +20,7 @@ from engine.errors import (
     UnsupportedOpError,
 )
 from engine.graph import Node
+from engine.graph.op_origin import origins
 from kernels.registry import AttrBindError
 
 __all__ = [
@@ -100,7 +101,7 @@ def find_unsupported_ops(nodes: Iterable[Node], device: str | None = None) -> di
 def check_supported(nodes: Iterable[Node], device: str | None = None) -> None:
     missing = find_unsupported_ops(nodes, device)
     if missing:
-        raise UnsupportedOpError(missing, device)
+        raise UnsupportedOpError(missing, device, origins(missing))
 
 
 def check_attrs(nodes: Iterable[Node]) -> None:

@@ -22,6 +22,7 @@ from engine.compile.prune import prune_to_signature
 from engine.graph import Graph, Node, parse_tensor_name
 from engine.graph.dtypes import tf_name_of_numpy
 from engine.graph.functions import FUNCTION_ATTRS
+from engine.graph.op_origin import origin_note, origins
 from engine.saved_model.loader import SavedModel
 from kernels.state.lookup_tables import TABLE_OPS
 
@@ -46,7 +47,8 @@ class SignatureSummary:
             return [{"alias": a, "tensor": t, "dtype": d, "shape": s} for a, t, d, s in items]
 
         return {"name": self.name, "method_name": self.method_name, "inputs": tensors(self.inputs),
-                "outputs": tensors(self.outputs), "op_counts": self.op_counts, "unsupported_ops": self.unsupported}
+                "outputs": tensors(self.outputs), "op_counts": self.op_counts, "unsupported_ops": self.unsupported,
+                "unsupported_op_origins": origins(self.unsupported)}
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class SavedModelSummary:
             lines.append("  ops: " + ", ".join(f"{op} {n}" for op, n in sig.op_counts.items()))
             if sig.unsupported:
                 lines.append("  unsupported ops:")
-                lines += [f"    {op}: {', '.join(where[:5])}" + (f" and {len(where) - 5} more" if len(where) > 5 else "")
+                lines += [f"    {op}{origin_note(op)}: {', '.join(where[:5])}" + (f" and {len(where) - 5} more" if len(where) > 5 else "")
                           for op, where in sig.unsupported.items()]
             else:
                 lines.append("  unsupported ops: none")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from kernels.registry import kernel
 
-# Ops the planner never turns into instructions: their output is their (first) input.
-IDENTITY_OPS = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradient", "PlaceholderWithDefault"})
+# Ops the planner never turns into instructions: their output is their (first) input. DeepCopy may alias
+# too, since no kernel writes into its inputs; RefIdentity is the Identity of TF1 reference-typed graphs.
+IDENTITY_OPS = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradient", "PlaceholderWithDefault",
+                          "DeepCopy", "GuaranteeConst", "RefIdentity"})
 
 
 @kernel("Const")

@@ -1,8 +1,9 @@
 """Kernels of the ops that join tensors into one or split one into several along an axis.
 
 ConcatV2 and Concat join along an existing axis (V2 takes the axis as its LAST input, v1 as its
-FIRST); Pack stacks along a new axis and Unpack undoes it; Split cuts into equal parts and SplitV into
-parts of given sizes. Split outputs are views of their input.
+FIRST); Pack stacks along a new axis and Unpack undoes it; ParallelConcat stacks rows of one along the
+first axis; Split cuts into equal parts and SplitV into parts of given sizes. Split outputs are views of
+their input.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from kernels.host import format_dims, host, host_scalar
 from kernels.registry import kernel
 
-__all__ = ["concat_v2", "concat", "pack", "unpack", "split", "split_v"]
+__all__ = ["concat_v2", "concat", "pack", "unpack", "split", "split_v", "parallel_concat"]
 
 
 def _concat(xp: Any, values: tuple, axis: Any) -> tuple:
@@ -144,3 +145,20 @@ def split_v(xp: Any, value: Any, size_splits: Any, split_dim: Any, *, num_split:
     if unknown:
         sizes[unknown[0]] = n - known
     return _cut(value, axis, sizes)
+
+
+@kernel("ParallelConcat")
+def parallel_concat(xp: Any, *values: Any, shape: tuple[int | None, ...] | None, N: int | None = None) -> tuple:
+    """The N `values`, each with a first dim of 1, stacked along that dim into a tensor of `shape`."""
+    first = values[0].shape
+    for i, v in enumerate(values):
+        if v.ndim == 0 or v.shape[0] != 1:
+            raise ValueError(f"Input {i} should have size 1 in the first dimension, got shape {format_dims(v.shape)}")
+        if v.shape != first:
+            raise ValueError(f"All inputs must have the same shape: input 0 has {format_dims(first)}, input {i} "
+                             f"has {format_dims(v.shape)}")
+    out_shape = (len(values),) + first[1:]
+    if shape is None or tuple(shape) != out_shape:
+        raise ValueError(f"shape attr {format_dims(shape or ())} does not match the stacked inputs' shape "
+                         f"{format_dims(out_shape)}")
+    return (xp.concatenate(values, axis=0),)

@@ -1,8 +1,9 @@
 """Kernels of the ops that read, change or build a tensor's shape without touching its values' meaning.
 
 Shape queries (Shape, ShapeN, Size, Rank), re-layouts (Reshape, Squeeze, ExpandDims, Transpose,
-BroadcastTo, Tile, Bitcast), shape checks (EnsureShape, BroadcastArgs) and shape-driven constructors
-(Fill, ZerosLike, OnesLike, Range). Shape-valued inputs are small integer arrays; they are read to
+BroadcastTo, Tile, Bitcast), shape checks and arithmetic (EnsureShape, BroadcastArgs, and the gradient
+helpers BroadcastGradientArgs and ConcatOffset) and shape-driven constructors (Fill, Empty, ZerosLike,
+OnesLike, Range). Shape-valued inputs are small integer arrays; they are read to
 host Python ints once per call, which on a GPU is one small device-to-host copy.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.host import format_dims, host_vector
+from kernels.host import format_dims, host_scalar, host_vector
 from kernels.limits import check_elements
 from kernels.partial_shape import compatible
 from kernels.registry import kernel
@@ -34,6 +35,9 @@ __all__ = [
     "range_",
     "broadcast_to",
     "broadcast_args",
+    "broadcast_gradient_args",
+    "concat_offset",
+    "empty",
     "tile",
     "ensure_shape",
     "bitcast",
@@ -271,6 +275,47 @@ def broadcast_args(xp: Any, s0: Any, s1: Any) -> tuple:
     return (xp.asarray(out, dtype=s0.dtype),)
 
 
+# Host only: like BroadcastArgs, shape arithmetic that gradient code puts into graphs.
+@kernel("BroadcastGradientArgs", devices=("cpu",), outputs=2)
+def broadcast_gradient_args(xp: Any, s0: Any, s1: Any) -> tuple:
+    """(r0, r1): the dims (of the broadcast shape) that the gradient of each operand must be summed over,
+    those where that operand's shape, padded with leading 1s, is 1; none at all when the shapes are equal."""
+    a, b = tuple(host_vector(s0)), tuple(host_vector(s1))
+    _broadcast_shapes(a, b)
+    if a == b:
+        empty = xp.zeros((0,), dtype=s0.dtype)
+        return (empty, empty.copy())
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    r0 = [i for i in range(n) if pa[i] == 1]
+    r1 = [i for i in range(n) if pb[i] == 1]
+    return (xp.asarray(r0, dtype=s0.dtype), xp.asarray(r1, dtype=s0.dtype))
+
+
+# Host only: shape arithmetic again (the offsets ConcatV2's gradient slices at).
+@kernel("ConcatOffset", devices=("cpu",), outputs=lambda attrs: attrs["N"])
+def concat_offset(xp: Any, concat_dim: Any, *shape: Any, N: int) -> tuple:
+    """Where each of the N inputs of a concatenation along `concat_dim` starts in its output."""
+    shapes = [host_vector(s) for s in shape]
+    rank = len(shapes[0])
+    given = host_scalar(concat_dim, "concat_dim must be a scalar")
+    axis = given + rank if given < 0 else given
+    if not 0 <= axis < rank:
+        raise ValueError(f"Concat dim is out of range: {given} vs. {rank}")
+    offsets, at = [], 0
+    for i, dims in enumerate(shapes):
+        if len(dims) != rank:
+            raise ValueError(f"input {i} should contain {rank} elements, but got {len(dims)}")
+        for d in range(rank):
+            if d != axis and dims[d] != shapes[0][d]:
+                raise ValueError(f"All dimensions except {axis} must match. Input {i} has shape "
+                                 f"[{' '.join(map(str, dims))}] and doesn't match input 0 with shape "
+                                 f"[{' '.join(map(str, shapes[0]))}].")
+        offsets.append(xp.asarray([at if d == axis else 0 for d in range(rank)], dtype=shape[i].dtype))
+        at += dims[axis]
+    return tuple(offsets)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Constructors
 
@@ -288,6 +333,24 @@ def fill(xp: Any, dims: Any, value: Any, *, memory_limit: int | None = None) -> 
     out = xp.empty(target, dtype=value.dtype)
     out[...] = value
     return (out,)
+
+
+@kernel("Empty")
+def empty(xp: Any, shape: Any, *, dtype: Any, init: bool = False, memory_limit: int | None = None) -> tuple:
+    """A tensor of `shape` and `dtype`. TensorFlow leaves it uninitialized unless `init`; here it is always
+    zeros (empty bytes for strings), one of the values an uninitialized tensor may hold."""
+    if shape.ndim != 1:
+        raise ValueError(f"shape must be a vector of int32, got shape {format_dims(shape.shape)}")
+    target = tuple(host_vector(shape))
+    for d in target:
+        if d < 0:
+            raise ValueError(f"Dimension {d} must be >= 0")
+    check_elements(math.prod(target), dtype, memory_limit, "Empty output", target)
+    if np.dtype(dtype) == object:
+        out = np.empty(target, dtype=object)
+        out[...] = b""
+        return (out,)
+    return (xp.zeros(target, dtype=dtype),)
 
 
 @kernel("ZerosLike")

@@ -1,8 +1,9 @@
-"""Kernels of the ops that cut a region out of a tensor, flip it, or pad around it.
+"""Kernels of the ops that cut a region out of a tensor, flip it, rotate it, or pad around it.
 
 Slice and StridedSlice turn their begin/end/strides inputs into one Python index tuple per call and
-index the input with it, so their outputs are views; ReverseV2 is a negative-stride view too. Pad,
-PadV2 and MirrorPad build a new array.
+index the input with it, so their outputs are views; ReverseV2 and Reverse are negative-stride views
+too. ReverseSequence flips a prefix of each row, Roll rotates along axes (Swin-style window shifts),
+and Pad, PadV2 and MirrorPad build a new array.
 """
 
 from __future__ import annotations
@@ -15,7 +16,18 @@ from kernels.host import format_dims, host, host_vector
 from kernels.limits import check_elements
 from kernels.registry import kernel
 
-__all__ = ["slice_", "strided_slice", "strided_slice_index", "reverse_v2", "pad", "pad_v2", "mirror_pad"]
+__all__ = [
+    "slice_",
+    "strided_slice",
+    "strided_slice_index",
+    "reverse_v2",
+    "reverse",
+    "reverse_sequence",
+    "roll",
+    "pad",
+    "pad_v2",
+    "mirror_pad",
+]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -191,6 +203,88 @@ def reverse_v2(xp: Any, tensor: Any, axis: Any) -> tuple:
     if not flipped:
         return (tensor,)
     return (tensor[tuple(slice(None, None, -1) if d in flipped else slice(None) for d in range(rank))],)
+
+
+@kernel("Reverse")
+def reverse(xp: Any, tensor: Any, dims: Any) -> tuple:
+    """Reverse v1: `dims` is a bool per dim of `tensor`, true where that dim is flipped (a view)."""
+    flags = host_vector(dims)
+    if len(flags) != tensor.ndim or dims.ndim != 1:
+        raise ValueError(
+            "'dims' must have the same number of values as 'input' has dimensions. "
+            f"'input' has {tensor.ndim}'dims' has {len(flags)} values"
+        )
+    if tensor.ndim > 8:
+        raise ValueError("reverse is not implemented for tensors of rank > 8.")
+    return (tensor[tuple(slice(None, None, -1) if f else slice(None) for f in flags)],)
+
+
+@kernel("ReverseSequence")
+def reverse_sequence(xp: Any, input: Any, seq_lengths: Any, *, seq_dim: int, batch_dim: int = 0) -> tuple:
+    """For each position b along `batch_dim`, the first seq_lengths[b] entries along `seq_dim` reversed;
+    the rest stay where they are."""
+    rank = input.ndim
+    if batch_dim == seq_dim:
+        raise ValueError(f"batch_dim == seq_dim == {seq_dim}")
+    if seq_dim < 0:
+        raise ValueError(f"Invalid seq_dim {seq_dim}")
+    if seq_dim >= rank:
+        raise ValueError(f"seq_dim must be < input rank ( {seq_dim} vs. {rank})")
+    if batch_dim < 0:
+        raise ValueError(f"Invalid batch_dim {batch_dim}")
+    if batch_dim >= rank:
+        raise ValueError(f"batch_dim must be < input rank ( {batch_dim} vs. {rank})")
+    if seq_lengths.ndim != 1:
+        raise ValueError(f"seq_lengths must be 1-dim, not {seq_lengths.ndim}")
+    lengths = host_vector(seq_lengths)
+    n_batch, n_seq = input.shape[batch_dim], input.shape[seq_dim]
+    if len(lengths) != n_batch:
+        raise ValueError(f"Length of seq_lengths != input.dims({batch_dim}), ({len(lengths)} vs. {n_batch})")
+    for b, length in enumerate(lengths):
+        if length < 0:
+            raise ValueError(f"seq_lens({b}) < 0")
+        if length > n_seq:
+            raise ValueError(f"seq_lens({b}) > input.dims({seq_dim})")
+    if input.size == 0:
+        return (input,)
+    # Source position of output position i in row b: L-1-i inside the prefix, i after it.
+    lens = xp.asarray(lengths, dtype=xp.int64).reshape(n_batch, 1)
+    pos = xp.arange(n_seq, dtype=xp.int64).reshape(1, n_seq)
+    source = xp.where(pos < lens, lens - 1 - pos, pos)
+    shape = [1] * rank
+    shape[batch_dim], shape[seq_dim] = n_batch, n_seq
+    if batch_dim > seq_dim:
+        source = source.T
+    source = xp.broadcast_to(source.reshape(shape), input.shape)
+    return (xp.take_along_axis(input, source, axis=seq_dim),)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Roll
+
+
+@kernel("Roll")
+def roll(xp: Any, input: Any, shift: Any, axis: Any) -> tuple:
+    """`input` rotated by shift[i] along axis[i]: element j moves to (j + shift) mod n. Shifts may be
+    negative or larger than the dim; an axis named twice rotates by the sum of its shifts."""
+    if input.ndim < 1:
+        raise ValueError("input must be 1-D or higher")
+    for name, t in (("shift", shift), ("axis", axis)):
+        if t.ndim > 1:
+            raise ValueError(f"{name} must be a scalar or a 1-D vector. Found: {format_dims(t.shape)}")
+    shifts, axes = host_vector(shift), host_vector(axis)
+    if len(shifts) != len(axes):
+        raise ValueError("shift and axis must have the same size")
+    total = [0] * input.ndim
+    for s, a in zip(shifts, axes):
+        d = a + input.ndim if a < 0 else a
+        if not 0 <= d < input.ndim:
+            raise ValueError(f"axis {d} is out of range")
+        total[d] += s
+    moved = [d for d in range(input.ndim) if input.shape[d] and total[d] % input.shape[d]]
+    if not moved:
+        return (input,)
+    return (xp.roll(input, [total[d] % input.shape[d] for d in moved], axis=moved),)
 
 
 # ---------------------------------------------------------------------------------------------------

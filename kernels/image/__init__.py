@@ -12,6 +12,10 @@ A decoded image's size is checked against `limits` before any pixel is allocated
     resize               ResizeBilinear, ResizeNearestNeighbor, ResizeBicubic, ResizeArea
     scale_and_translate  ScaleAndTranslate (tf.image.resize v2's filters and antialiasing)
     crop_and_resize      CropAndResize (boxes resampled to one crop size)
+    nms                  NonMaxSuppression (V1-V5), NonMaxSuppressionWithOverlaps: greedy box selection
+    stl_order            the orders libstdc++'s priority_queue and std::sort leave equal scores in
+    combined_nms         CombinedNonMaxSuppression (batched, per class, top detections over all classes)
+    draw_boxes           DrawBoundingBoxes, DrawBoundingBoxesV2
     transform            ImageProjectiveTransformV2/V3
     colorspace           RGBToHSV, HSVToRGB, AdjustContrastv2, AdjustSaturation, AdjustHue
 """

@@ -9,4 +9,6 @@
     segments        the segment reductions (sorted, unsorted and sparse), also behind embedding lookups
     bincount        Bincount and its dense/sparse/ragged forms (Keras CategoryEncoding)
     discretization  Bucketize (Keras Discretization)
+    quantization    FakeQuantWithMinMax{Args,Vars,VarsPerChannel}, QuantizeAndDequantizeV2-V4
+    xla_math        XlaDot(V2) (DotGeneral), XlaEinsum, XlaReducePrecision: XLA ops run outside XLA
 """

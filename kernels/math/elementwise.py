@@ -26,6 +26,7 @@ __all__ = [
     "BINARY_UFUNCS",
     "cast",
     "check_numerics",
+    "check_numerics_v2",
     "div",
     "floor_div",
     "floor_mod",
@@ -233,6 +234,22 @@ def check_numerics(xp: Any, tensor: Any, *, message: str) -> tuple[Any]:
     if not xp.isfinite(tensor).all():
         has_nan, has_inf = bool(xp.isnan(tensor).any()), bool(xp.isinf(tensor).any())
         status = "Inf and NaN" if has_nan and has_inf else ("Inf" if has_inf else "NaN")
+        raise ValueError(f"{message} : Tensor had {status} values")
+    return (tensor,)
+
+
+@kernel("CheckNumericsV2")
+def check_numerics_v2(xp: Any, tensor: Any, *, message: str) -> tuple[Any]:
+    """CheckNumerics that tells -Inf from +Inf in its message."""
+    if not xp.isfinite(tensor).all():
+        found = []
+        if bool(xp.isneginf(tensor).any()):
+            found.append("-Inf")
+        if bool(xp.isposinf(tensor).any()):
+            found.append("+Inf")
+        if bool(xp.isnan(tensor).any()):
+            found.append("NaN")
+        status = " and ".join(found) if len(found) < 3 else "-Inf, +Inf, and NaN"
         raise ValueError(f"{message} : Tensor had {status} values")
     return (tensor,)
 

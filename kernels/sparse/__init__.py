@@ -6,4 +6,5 @@ and ordered as TensorFlow's sparse kernels do (`tensor`).
     arithmetic    SparseAdd, SparseTensorDenseMatMul, SparseReduceSum/Max (and their sparse outputs)
     cross         SparseCross, SparseCrossV2, SparseCrossHashed (feature crosses)
     sets          SetSize and the Dense/Sparse set operations (tf.sets)
+    edit_distance EditDistance (Levenshtein distance between sparse sequences, tf.edit_distance)
 """

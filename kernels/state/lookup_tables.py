@@ -26,6 +26,7 @@ lookup of n keys costs n dict probes plus one numpy gather.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from pathlib import Path
@@ -190,8 +191,11 @@ class LookupTable(Resource):
             raise ValueError(f"Expected shape {list(self.value_shape)} or [] for default value but got "
                              f"{list(default.shape)}")
         index, rows = self._current()
-        positions = np.fromiter((index.get(_key(k), -1) for k in keys.ravel().tolist()), dtype=np.int64,
-                                count=keys.size)
+        # tolist() gives Python ints, floats and bytes, the dict's own keys; only a str needs `_key`.
+        flat = keys.ravel().tolist()
+        if keys.dtype == object and not all(type(k) is bytes for k in flat):
+            flat = [_key(k) for k in flat]
+        positions = np.fromiter(map(index.get, flat, itertools.repeat(-1)), dtype=np.int64, count=keys.size)
         out = np.empty((keys.size,) + self.value_shape, dtype=self.value_dtype)
         hit = positions >= 0
         out[hit] = rows[positions[hit]]

@@ -34,8 +34,11 @@ def _check_num_buckets(num_buckets: int) -> None:
 
 
 def _buckets(strings: Any, num_buckets: int, hash_bytes: Callable[[bytes], int]) -> np.ndarray:
-    flat = [hash_bytes(_as_bytes(s)) % num_buckets for s in np.asarray(strings, dtype=object).reshape(-1).tolist()]
-    return np.array(flat, dtype=np.int64).reshape(np.shape(strings))
+    flat = np.asarray(strings, dtype=object).reshape(-1).tolist()
+    if not all(type(s) is bytes for s in flat):  # kernels hold bytes; a str (or bytearray) is converted
+        flat = [_as_bytes(s) for s in flat]
+    hashes = np.fromiter(map(hash_bytes, flat), dtype=np.uint64, count=len(flat))
+    return (hashes % np.uint64(num_buckets)).astype(np.int64).reshape(np.shape(strings))
 
 
 # Strings are Python objects: these run on the host only (so `xp` is numpy).

@@ -10,7 +10,10 @@ the string in bytes; in characters it takes nothing from a `pos` >= 0 and is out
 one (TensorFlow's quirks). A continuation byte counts with the character before it, valid UTF-8 or not.
 
 StringJoin joins its inputs element by element (scalars repeat to the others' shape); ReduceJoin joins
-along the axes in `reduction_indices`, the first axis listed varying fastest.
+along the axes in `reduction_indices`, the first axis listed varying fastest. UnsortedSegmentJoin joins
+the rows of each segment (tf.strings.reduce_join over a ragged dimension), in row order; TensorFlow puts
+the separator (up to a NUL) before a part only once the joined string is non-empty, so leading empty
+parts leave no separators, and an empty segment is "".
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from kernels.limits import STRING_ELEMENT_BYTES, check_bytes
 from kernels.registry import kernel
 from kernels.strings.tensors import as_bytes, flat_strings, message_text, string_array
 
-__all__ = ["string_lower", "string_upper", "string_strip", "string_length", "substr", "string_join", "reduce_join"]
+__all__ = ["reduce_join", "string_join", "string_length", "string_lower", "string_strip", "string_upper", "substr",
+           "unsorted_segment_join"]
 
 
 def _map_strings(input: Any, fn) -> np.ndarray:
@@ -230,3 +234,52 @@ def reduce_join(xp: Any, inputs: Any, reduction_indices: Any, *, keep_dims: bool
     joined = [sep.join(flat_strings(row)) for row in table]
     shape = [1 if reduced[d] else strings.shape[d] for d in range(rank) if keep_dims or not reduced[d]]
     return (string_array(joined, shape),)
+
+
+def _segment_ids(strings: np.ndarray, segment_ids: np.ndarray, num_segments: np.ndarray) -> int:
+    """num_segments as an int, after TensorFlow's checks of the three inputs' shapes."""
+    if num_segments.size == 0:
+        raise ValueError("Number of segments cannot be empty.")
+    if num_segments.size != 1:
+        raise ValueError(f"num_segments must be a scalar, got shape {format_dims(num_segments.shape)}")
+    if segment_ids.ndim == 0:
+        raise ValueError("Segment_id cannot have rank 0")
+    if segment_ids.ndim > strings.ndim:
+        raise ValueError(f"Invalid segment_id rank {segment_ids.ndim} for input with {strings.ndim} dimension(s)")
+    for i in range(segment_ids.ndim):
+        if segment_ids.shape[i] != strings.shape[i]:
+            # NOTE: TensorFlow's message gives the input's rank where the input's dimension was meant
+            raise ValueError(f"Segment dimension is {segment_ids.shape[i]} while input dimension is "
+                             f"{strings.ndim} in rank {i}")
+    count = int(num_segments.reshape(-1)[0])
+    if count < 0:
+        raise ValueError(f"num_segments must be non-negative, got {count}")
+    return count
+
+
+@kernel("UnsortedSegmentJoin", devices=("cpu",))
+def unsorted_segment_join(xp: Any, inputs: Any, segment_ids: Any, num_segments: Any, *,
+                          separator: str | bytes = "", memory_limit: int | None = None) -> tuple:
+    """[num_segments, *inputs.shape[segment_ids.ndim:]]: the rows of `inputs` joined per segment id."""
+    strings, ids = np.asarray(inputs, dtype=object), np.asarray(segment_ids)
+    count = _segment_ids(strings, ids, np.asarray(num_segments))
+    inner = strings.shape[ids.ndim:]
+    shape = (count, *inner)
+    width = math.prod(inner)
+    check_bytes(count * width * STRING_ELEMENT_BYTES, memory_limit, "UnsortedSegmentJoin output", shape)
+    flat_ids = ids.reshape(-1)
+    if flat_ids.size and (flat_ids.min() < 0 or flat_ids.max() >= count):
+        raise ValueError("segment_ids are not allowed to exceed num_segments or to have negative values.")
+    sep = as_bytes(separator).split(b"\0", 1)[0]  # appended as a C string
+    check_bytes(flat_ids.size * width * len(sep), memory_limit, "UnsortedSegmentJoin separators", shape)
+    rows = np.asarray(flat_strings(strings), dtype=object).reshape(flat_ids.size, width)
+    out = np.full((count, width), b"", dtype=object)
+    order = np.argsort(flat_ids, kind="stable")
+    starts = np.flatnonzero(np.r_[True, flat_ids[order][1:] != flat_ids[order][:-1]]) if order.size else order
+    for segment_rows in np.split(order, starts[1:]) if order.size else []:
+        members = rows[segment_rows]
+        for column in range(width):
+            parts = members[:, column].tolist()
+            first = next((k for k, part in enumerate(parts) if part), len(parts))
+            out[flat_ids[segment_rows[0]], column] = sep.join(parts[first:])
+    return (out.reshape(shape),)

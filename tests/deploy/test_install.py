@@ -5,7 +5,7 @@ tritonclient's [grpc] and [all] extras pin protobuf < 7, TensorFlow 2.21 and ten
 6.30 and newer; our generated schemas must load on every protobuf pip may then choose (the suite itself
 runs on the newest, 7.x). In the fresh venv a server is started on the example models and answered by
 tritonclient over gRPC and HTTP and by a TensorFlow Serving Predict through our stubs; then protobuf is
-taken down to 6.30.0, the floor pyproject.toml declares, and every generated module and a golden model
+taken down to 6.31.1, the floor pyproject.toml declares (ydf asks for it), and every generated module and a golden model
 must still load and run.
 
 Needs a package index (PyPI, or the machine's configured one): without one it skips, saying why. It
@@ -95,7 +95,7 @@ LOAD_AT_FLOOR = textwrap.dedent("""
     print("loaded")
 """)
 
-FLOOR = "6.30.0"
+FLOOR = "6.31.1"
 
 
 def _run(cmd: list, **kwargs) -> subprocess.CompletedProcess:

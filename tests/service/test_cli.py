@@ -46,6 +46,44 @@ def test_inspect_lists_unsupported_ops_with_nodes(tmp_path, capsys):
     assert summary["inputs"] == [{"name": "x:0", "dtype": "float", "shape": [None, 4], "has_default": False}]
 
 
+def test_inspect_names_the_package_of_a_custom_op(tmp_path, capsys):
+    """A custom op is reported with the pip package that registers it: from the registries tensorgate knows
+    (core TensorFlow, TF Text, TF-DF) or from the package's op-name prefix (TF Addons' `Addons>`)."""
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None, 4))
+    g.node("resample", "Addons>Resampler", ["x", "x"], T=F32)
+    g.node("tree", "SimpleMLUnloadModel", [])
+    g.node("audio", "DecodeWav", ["x"])  # core TensorFlow, no kernel in tensorgate
+    g.node("weird", "FancyOp", ["x"])
+    path = tmp_path / "model.pb"
+    path.write_bytes(g.bytes())
+    assert main(["inspect", "--json", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["unsupported_op_origins"] == {
+        "Addons>Resampler": "tensorflow-addons", "SimpleMLUnloadModel": "tensorflow-decision-forests",
+        "DecodeWav": "TensorFlow"}
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  Addons>Resampler (from tensorflow-addons): resample" in out
+    assert "  DecodeWav (core TensorFlow): audio" in out
+    assert "  FancyOp: weird" in out
+
+
+def test_loading_a_custom_op_graph_names_the_package(tmp_path):
+    import pytest
+
+    import engine
+    from engine.errors import UnsupportedOpError
+
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None, 4))
+    g.node("resample", "Addons>Resampler", ["x", "x"], T=F32)
+    path = tmp_path / "model.pb"
+    path.write_bytes(g.bytes())
+    with pytest.raises(UnsupportedOpError, match=r"Addons>Resampler \(nodes 'resample'; from tensorflow-addons\)"):
+        engine.load_graph(path)
+
+
 def test_inspect_bad_file_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.pb"
     bad.write_bytes(b"\xff\xff\xff garbage")
@@ -183,9 +221,9 @@ def test_inspect_a_saved_model_lists_signatures_tables_and_live_variables(capsys
 def test_inspect_a_saved_model_names_unsupported_ops_with_their_nodes(capsys):
     from tests.golden import FIXTURES
 
-    assert main(["inspect", str(FIXTURES / "saved_models" / "unsupported" / "unicode_script" / "model")]) == 0
+    assert main(["inspect", str(FIXTURES / "saved_models" / "unsupported" / "decode_wav" / "model")]) == 0
     out = capsys.readouterr().out
-    assert "unsupported ops:\n    UnicodeScript: PartitionedCall/PartitionedCall/UnicodeScript" in out
+    assert "unsupported ops:\n    DecodeWav (core TensorFlow): PartitionedCall/PartitionedCall/DecodeWav" in out
 
 
 def test_inspect_refuses_optimizer_flags_for_a_saved_model(capsys):

@@ -87,3 +87,19 @@ def test_output_count_follows_attrs(op, attrs, expected):
     import kernels
 
     assert kernels.lookup(op, "cpu").num_outputs(attrs) == expected
+
+
+def test_parallel_concat_stacks_rows(run_kernel):
+    rows = [f32([[1, 2]]), f32([[3, 4]]), f32([[5, 6]])]
+    assert_outputs(run_kernel("ParallelConcat", *rows, shape=(3, 2), N=3), [f32([[1, 2], [3, 4], [5, 6]])])
+
+
+@pytest.mark.parametrize(
+    "values, shape, message",
+    [([f32([[1, 2], [3, 4]]), f32([[5, 6]])], (3, 2), "size 1 in the first dimension"),
+     ([f32([[1, 2]]), f32([[5, 6, 7]])], (2, 2), "same shape"),
+     ([f32([[1, 2]]), f32([[5, 6]])], (3, 2), "does not match")],
+)
+def test_parallel_concat_errors(run_kernel, values, shape, message):
+    with pytest.raises(ValueError, match=message):
+        run_kernel("ParallelConcat", *values, shape=shape)

@@ -141,3 +141,66 @@ def test_reshape_leaves_its_input_alone(run_kernel):
     (out,) = run_kernel("Reshape", x, i32(2, 3))
     np.testing.assert_array_equal(x, before)
     assert out.shape == (2, 3)
+
+
+# ---- gradient shape helpers, Empty, and the identities TensorFlow's graphs carry (TensorFlow 2.21) ----
+
+HELPERS = [
+    pytest.param("BroadcastGradientArgs", [i32(2, 1, 3), i32(4, 1, 1, 3)], {}, [i32(0, 2), i32(1, 2)], id="bga"),
+    # Equal shapes reduce nothing, even where they are 1; otherwise every 1 of an operand is reduced.
+    pytest.param("BroadcastGradientArgs", [i32(2, 1), i32(2, 1)], {}, [i32(), i32()], id="bga-equal"),
+    pytest.param("BroadcastGradientArgs", [i64(1, 1), i64(1)], {}, [i64(0, 1), i64(0, 1)], id="bga-ones"),
+    pytest.param("BroadcastGradientArgs", [i32(), i32(2, 1)], {}, [i32(0, 1), i32(1)], id="bga-scalar"),
+    pytest.param("BroadcastGradientArgs", [i32(1, 0), i32(3, 1)], {}, [i32(0), i32(1)], id="bga-zero-dim"),
+    pytest.param("ConcatOffset", [np.int32(1), i32(2, 3, 5), i32(2, 7, 5), i32(2, 1, 5)], {"N": 3},
+                 [i32(0, 0, 0), i32(0, 3, 0), i32(0, 10, 0)], id="concat-offset"),
+    pytest.param("ConcatOffset", [np.int32(-2), i64(2, 3, 5), i64(2, 7, 5)], {"N": 2}, [i64(0, 0, 0), i64(0, 3, 0)],
+                 id="concat-offset-negative-axis"),
+    pytest.param("Empty", [i32(2, 3)], {"dtype": np.dtype(np.float32), "init": True}, [np.zeros((2, 3), np.float32)],
+                 id="empty-init"),
+    pytest.param("Empty", [i32(0, 2)], {"dtype": np.dtype(np.int64)}, [np.zeros((0, 2), np.int64)], id="empty-no-init"),
+    pytest.param("Empty", [i32(2)], {"dtype": np.dtype(object), "init": True}, [np.array([b"", b""], dtype=object)],
+                 id="empty-strings"),
+    pytest.param("DeepCopy", [f32([1, 2])], {}, [f32([1, 2])], id="deep-copy"),
+    pytest.param("GuaranteeConst", [i32(3)], {}, [i32(3)], id="guarantee-const"),
+    pytest.param("RefIdentity", [i32(3)], {}, [i32(3)], id="ref-identity"),
+]
+
+HELPER_ERRORS = [
+    pytest.param("BroadcastGradientArgs", [i32(2, 3), i32(4)], {}, r"Incompatible shapes: \[2,3\] vs. \[4\]", id="bga-bad"),
+    pytest.param("ConcatOffset", [np.int32(1), i32(2, 3, 5), i32(3, 7, 5)], {"N": 2},
+                 r"All dimensions except 1 must match. Input 1 has shape \[3 7 5\]", id="concat-offset-mismatch"),
+    pytest.param("ConcatOffset", [np.int32(3), i32(2, 3, 5), i32(2, 7, 5)], {"N": 2}, "Concat dim is out of range: 3 vs. 3",
+                 id="concat-offset-axis"),
+    pytest.param("ConcatOffset", [np.int32(0), i32(2, 3, 5), i32(2, 7)], {"N": 2}, "should contain 3 elements, but got 2",
+                 id="concat-offset-rank"),
+    pytest.param("Empty", [i32(2, -3)], {"dtype": np.dtype(np.float32)}, "Dimension -3 must be >= 0", id="empty-negative"),
+    pytest.param("Empty", [np.int32([[2]])], {"dtype": np.dtype(np.float32)}, "shape must be a vector", id="empty-matrix"),
+]
+
+
+@pytest.mark.parametrize("op, inputs, attrs, expected", HELPERS)
+def test_shape_helper_kernels(run_kernel, op, inputs, attrs, expected):
+    assert_outputs(run_kernel(op, *inputs, **attrs), expected)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, message", HELPER_ERRORS)
+def test_shape_helper_kernel_errors(run_kernel, op, inputs, attrs, message):
+    with pytest.raises(ValueError, match=message):
+        run_kernel(op, *inputs, **attrs)
+
+
+def test_copies_are_aliased_by_the_planner():
+    """DeepCopy, GuaranteeConst and RefIdentity forward their input, like Identity (no kernel writes in place)."""
+    from kernels.array.identity import IDENTITY_OPS
+
+    assert {"DeepCopy", "GuaranteeConst", "RefIdentity"} <= IDENTITY_OPS
+
+
+def test_empty_checks_the_memory_limit():
+    import kernels
+    from kernels.limits import AllocationTooLarge
+
+    bound = kernels.lookup("Empty", "cpu").bind(np, {"dtype": np.dtype(np.float32)}, {"memory_limit": 1 << 20})
+    with pytest.raises(AllocationTooLarge, match=r"Empty output of shape \[100000,100000\]"):
+        bound(i32(100000, 100000))

@@ -137,3 +137,61 @@ def test_padding_leaves_input_alone(run_kernel):
     run_kernel("MirrorPad", x, i32(2, 2).reshape(1, 2), mode="REFLECT")
     run_kernel("PadV2", x, i32(1, 1).reshape(1, 2), np.float32(9))
     np.testing.assert_array_equal(x, f32([1, 2, 3]))
+
+
+# ---- Roll, Reverse (v1), ReverseSequence: checked against TensorFlow 2.21's raw ops ----
+
+R = np.arange(12, dtype=np.float32).reshape(3, 4)
+SEQ = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+ROTATIONS = [
+    pytest.param("Roll", [R, np.int32(1), np.int32(0)], {}, [R[[2, 0, 1]]], id="roll-rows"),
+    pytest.param("Roll", [R, i64(1, -5), i64(0, -1)], {}, [np.roll(R, (1, -5), (0, 1))], id="roll-vector-negative"),
+    pytest.param("Roll", [R, i32(1, 2), i32(1, 1)], {}, [np.roll(R, 3, 1)], id="roll-repeated-axis-adds"),
+    pytest.param("Roll", [R, np.int64(-13), np.int32(1)], {}, [np.roll(R, -1, 1)], id="roll-mixed-index-types"),
+    pytest.param("Roll", [R, np.zeros(0, np.int32), np.zeros(0, np.int32)], {}, [R], id="roll-no-axes"),
+    pytest.param("Roll", [np.zeros((0, 3), np.float32), np.int32(1), np.int32(0)], {}, [np.zeros((0, 3), np.float32)],
+                 id="roll-empty"),
+    pytest.param("Roll", [np.array([b"a", b"b", b"c"], dtype=object), np.int64(1), np.int32(0)], {},
+                 [np.array([b"c", b"a", b"b"], dtype=object)], id="roll-strings"),
+    pytest.param("Reverse", [SEQ, np.array([True, False, True])], {}, [SEQ[::-1, :, ::-1]], id="reverse-v1"),
+    pytest.param("Reverse", [np.float32(2), np.zeros(0, bool)], {}, [np.float32(2)], id="reverse-v1-scalar"),
+    pytest.param("ReverseSequence", [SEQ, i64(2, 4)], {"seq_dim": 2, "batch_dim": 0},
+                 [np.stack([SEQ[0][:, [1, 0, 2, 3]], SEQ[1][:, ::-1]])], id="reverse-sequence"),
+    pytest.param("ReverseSequence", [SEQ, i32(0, 1, 4)], {"seq_dim": 2, "batch_dim": 1},
+                 [np.stack([SEQ[:, 0], SEQ[:, 1], SEQ[:, 2, ::-1]], axis=1)], id="reverse-sequence-batch-dim-1"),
+    pytest.param("ReverseSequence", [SEQ, i32(3, 2, 1, 0)], {"seq_dim": 1, "batch_dim": 2},
+                 [np.stack([SEQ[:, ::-1, 0], SEQ[:, [1, 0, 2], 1], SEQ[:, :, 2], SEQ[:, :, 3]], axis=2)],
+                 id="reverse-sequence-batch-after-seq"),
+]
+
+ROTATION_ERRORS = [
+    pytest.param("Roll", [R, np.int32(1), np.int32(2)], {}, "axis 2 is out of range", id="roll-axis"),
+    pytest.param("Roll", [R, np.int32(1), np.int32(-3)], {}, "axis -1 is out of range", id="roll-negative-axis"),
+    pytest.param("Roll", [R, i32(1, 2), np.int32(0)], {}, "same size", id="roll-mismatch"),
+    pytest.param("Roll", [R, np.int32([[1]]), np.int32([[0]])], {}, r"scalar or a 1-D vector. Found: \[1,1\]",
+                 id="roll-matrix-shift"),
+    pytest.param("Roll", [np.float32(3), np.int32(1), np.int32(0)], {}, "1-D or higher", id="roll-scalar"),
+    pytest.param("Reverse", [SEQ, np.array([True, False])], {}, "same number of values", id="reverse-v1-dims"),
+    pytest.param("ReverseSequence", [SEQ, i64(2, 5)], {"seq_dim": 2, "batch_dim": 0}, r"seq_lens\(1\) > input.dims\(2\)",
+                 id="reverse-sequence-too-long"),
+    pytest.param("ReverseSequence", [SEQ, i64(2, -1)], {"seq_dim": 2, "batch_dim": 0}, r"seq_lens\(1\) < 0",
+                 id="reverse-sequence-negative"),
+    pytest.param("ReverseSequence", [SEQ, i64(2, 3, 1)], {"seq_dim": 2, "batch_dim": 0},
+                 r"Length of seq_lengths != input.dims\(0\), \(3 vs. 2\)", id="reverse-sequence-count"),
+    pytest.param("ReverseSequence", [SEQ, i64(2, 3)], {"seq_dim": 0, "batch_dim": 0}, "batch_dim == seq_dim == 0",
+                 id="reverse-sequence-same-dims"),
+    pytest.param("ReverseSequence", [SEQ, i64(2, 3)], {"seq_dim": 3, "batch_dim": 0}, "seq_dim must be < input rank",
+                 id="reverse-sequence-seq-dim"),
+]
+
+
+@pytest.mark.parametrize("op, inputs, attrs, expected", ROTATIONS)
+def test_rotation_kernels(run_kernel, op, inputs, attrs, expected):
+    assert_outputs(run_kernel(op, *inputs, **attrs), expected)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, message", ROTATION_ERRORS)
+def test_rotation_kernel_errors(run_kernel, op, inputs, attrs, message):
+    with pytest.raises(ValueError, match=message):
+        run_kernel(op, *inputs, **attrs)

@@ -1,4 +1,5 @@
-"""DepthToSpace, SpaceToDepth, SpaceToBatchND and BatchToSpaceND against index-by-index references."""
+"""DepthToSpace, SpaceToDepth, SpaceToBatch(ND), BatchToSpace(ND) and the patch extractors against index-by-index
+references."""
 
 from __future__ import annotations
 
@@ -77,3 +78,104 @@ def test_space_to_batch_matches_tensorflow_values(run_kernel):
     (y,) = run_kernel("SpaceToBatchND", x, np.array([2, 2], np.int32), np.zeros((2, 2), np.int32))
     np.testing.assert_array_equal(y.reshape(-1), [1, 2, 3, 4])  # TensorFlow 2.21: shape [4, 1, 1, 1]
     assert y.shape == (4, 1, 1, 1)
+
+
+# ---- ExtractImagePatches / ExtractVolumePatches, SpaceToBatch / BatchToSpace (v1) ----
+
+
+def naive_patches(x, ksizes, strides, rates, padding):
+    """Window by window, zero outside the (SAME-padded) input; out_size and the padding before as
+    TensorFlow's GetWindowedOutputSize computes them."""
+    spatial = x.shape[1:-1]
+    sizes, befores = [], []
+    for n, k, s, r in zip(spatial, ksizes, strides, rates):
+        eff = (k - 1) * r + 1
+        if padding == "VALID":
+            sizes.append(max((n - eff + s) // s, 0))
+            befores.append(0)
+        else:
+            out = -(-n // s)
+            sizes.append(out)
+            befores.append(max((out - 1) * s + eff - n, 0) // 2)
+    out = np.zeros((x.shape[0], *sizes, int(np.prod(ksizes)) * x.shape[-1]), x.dtype)
+    for position in itertools.product(*(range(o) for o in sizes)):
+        pieces = []
+        for offsets in itertools.product(*(range(k) for k in ksizes)):
+            coords = [p * s + o * r - b for p, s, o, r, b in zip(position, strides, offsets, rates, befores)]
+            inside = all(0 <= c < n for c, n in zip(coords, spatial))
+            pieces.append(x[(slice(None), *coords)] if inside else np.zeros((x.shape[0], x.shape[-1]), x.dtype))
+        out[(slice(None), *position)] = np.concatenate(pieces, axis=-1)
+    return out
+
+
+PATCHES = [
+    ((1, 3, 2, 1), (1, 2, 1, 1), (1, 1, 2, 1), "SAME"),
+    ((1, 2, 2, 1), (1, 3, 2, 1), (1, 1, 1, 1), "VALID"),
+    ((1, 3, 3, 1), (1, 2, 2, 1), (1, 3, 1, 1), "SAME"),
+    ((1, 6, 2, 1), (1, 1, 1, 1), (1, 1, 1, 1), "VALID"),  # taller than the image: no rows
+    ((1, 1, 1, 1), (1, 3, 3, 1), (1, 1, 1, 1), "SAME"),
+]
+
+
+@pytest.mark.parametrize("ksizes, strides, rates, padding", PATCHES)
+def test_extract_image_patches(run_kernel, ksizes, strides, rates, padding):
+    x = np.random.default_rng(3).standard_normal((2, 5, 7, 3)).astype(np.float32)
+    (y,) = run_kernel("ExtractImagePatches", x, ksizes=ksizes, strides=strides, rates=rates, padding=padding)
+    np.testing.assert_array_equal(y, naive_patches(x, ksizes[1:3], strides[1:3], rates[1:3], padding))
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_extract_volume_patches(run_kernel, padding):
+    x = np.random.default_rng(4).standard_normal((1, 3, 5, 4, 2)).astype(np.float32)
+    (y,) = run_kernel("ExtractVolumePatches", x, ksizes=(1, 2, 3, 2, 1), strides=(1, 1, 2, 2, 1), padding=padding)
+    np.testing.assert_array_equal(y, naive_patches(x, (2, 3, 2), (1, 2, 2), (1, 1, 1), padding))
+
+
+def test_extract_image_patches_matches_tensorflow_values(run_kernel):
+    x = np.arange(16, dtype=np.int32).reshape(1, 4, 4, 1)
+    (y,) = run_kernel("ExtractImagePatches", x, ksizes=(1, 2, 2, 1), strides=(1, 2, 2, 1), rates=(1, 1, 1, 1),
+                      padding="VALID")
+    np.testing.assert_array_equal(y.reshape(4, 4), [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]])
+
+
+@pytest.mark.parametrize(
+    "op, x, attrs, message",
+    [
+        ("ExtractImagePatches", np.zeros((1, 4, 4, 1), np.float32),
+         {"ksizes": (2, 2, 2, 1), "strides": (1, 1, 1, 1), "rates": (1, 1, 1, 1), "padding": "VALID"},
+         "Only support ksizes across space"),
+        ("ExtractImagePatches", np.zeros((1, 5, 4, 1), np.float32),
+         {"ksizes": (1, 5, 2, 1), "strides": (1, 2, 1, 1), "rates": (1, 2, 1, 1), "padding": "VALID"},
+         "Computed output size would be negative: -1"),
+        ("ExtractImagePatches", np.zeros((4, 4, 1), np.float32),
+         {"ksizes": (1, 2, 2, 1), "strides": (1, 1, 1, 1), "rates": (1, 1, 1, 1), "padding": "VALID"},
+         "4-dimensional"),
+        ("ExtractVolumePatches", np.zeros((1, 2, 2, 2, 1), np.float32),
+         {"ksizes": (1, 1, 1, 1), "strides": (1, 1, 1, 1, 1), "padding": "VALID"}, "Length for attr 'ksizes'"),
+        ("SpaceToBatch", np.zeros((2, 4, 6, 3), np.float32), {"block_size": 2}, "not divisible"),
+        ("SpaceToBatch", np.zeros((4, 6, 3), np.float32), {"block_size": 2}, "Input rank should be: 4"),
+    ],
+)
+def test_patch_and_v1_errors(run_kernel, op, x, attrs, message):
+    extra = [np.array([[0, 0], [1, 0]], np.int32)] if op == "SpaceToBatch" else []
+    with pytest.raises(ValueError, match=message):
+        run_kernel(op, x, *extra, **attrs)
+
+
+def test_v1_space_to_batch_is_the_nd_op_with_a_square_block(run_kernel):
+    x = np.random.default_rng(5).standard_normal((2, 4, 6, 3)).astype(np.float32)
+    pads = np.array([[0, 2], [1, 1]], np.int32)
+    (y,) = run_kernel("SpaceToBatch", x, pads, block_size=2)
+    np.testing.assert_array_equal(y, naive_space_to_batch(x, [2, 2], pads.tolist()))
+    (z,) = run_kernel("BatchToSpace", y, pads.astype(np.int64), block_size=2)
+    np.testing.assert_array_equal(z, x)
+
+
+@pytest.mark.parametrize(
+    "crops, block, message",
+    [([[0, -1], [0, 0]], 2, "Crops must be non-negative"), ([[3, 2], [0, 0]], 2, r"cropped_shape\[0\]=-1"),
+     ([[0, 0]], 2, r"crops should have shape \[2, 2\]"), ([[0, 0], [0, 0]], 1, "at least minimum 2")],
+)
+def test_batch_to_space_v1_errors(run_kernel, crops, block, message):
+    with pytest.raises(ValueError, match=message):
+        run_kernel("BatchToSpace", np.zeros((8, 2, 3, 1), np.float32), np.array(crops, np.int32), block_size=block)

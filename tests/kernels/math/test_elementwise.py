@@ -148,6 +148,21 @@ def test_check_numerics_passes_finite_tensor(run_kernel):
     check(run_kernel("CheckNumerics", x, message="m")[0], x)
 
 
+@pytest.mark.parametrize(
+    "values, status",
+    [([1.0, inf], "\\+Inf"), ([-inf], "-Inf"), ([inf, -inf], "-Inf and \\+Inf"), ([nan, 1.0], "NaN"),
+     ([nan, inf, -inf], "-Inf, \\+Inf, and NaN"), ([-inf, nan], "-Inf and NaN")],
+)
+def test_check_numerics_v2_tells_the_infinities_apart(run_kernel, values, status):
+    with pytest.raises(ValueError, match=f"^boom : Tensor had {status} values$"):
+        run_kernel("CheckNumericsV2", a(values, f32), message="boom")
+
+
+def test_check_numerics_v2_passes_finite_tensor(run_kernel):
+    x = a([1.0, -2.0], bf16)
+    check(run_kernel("CheckNumericsV2", x, message="m")[0], x)
+
+
 # ---- binary ----
 
 # TF 2.21 integer division facts: [-7, 7, -7, 7] op [2, 2, -2, -2].
