@@ -21,4 +21,6 @@ of `bytes`, as in kernels.strings; Unicode data comes from ICU (pyicu-wheels), a
     phrase              PhraseTokenize and TFText>PhraseDetokenize: longest vocabulary phrases over whitespace words
     trimmers            TFText>RoundRobinTrim and TFText>RoundRobinGenerateMasks: N segments fitted to a length
     ngrams              TFText>NgramsStringJoin: windows of strings joined along the last axis
+    split_merge         SplitMergeTokenizeWithOffsets: characters grouped into tokens by a split/merge label each
+    rouge               RougeL: ROUGE-L F, precision and recall of hypothesis rows against reference rows
 """

@@ -73,11 +73,47 @@ def kept_counts(sizes: list[int], max_sequence_length: int) -> list[int]:
     return used
 
 
+def _kept_per_row(lengths: np.ndarray, limit: int) -> np.ndarray:
+    """`kept_counts` of every batch row at once ([batch, N] lengths), looping over the N segments only."""
+    batch, n = lengths.shape
+    order = np.argsort(lengths, axis=1, kind="stable")
+    ranked = np.take_along_axis(lengths, order, axis=1)
+    left = np.full(batch, max(limit, 0), np.int64)
+    alive = np.ones(batch, bool)
+    used_ranked = np.zeros_like(ranked)
+    filled = np.zeros(batch, np.int64)
+    for i in range(n):  # shortest first, each kept whole while the rest could still get as many
+        alive &= ranked[:, i] * (n - i) <= left
+        used_ranked[:, i] = np.where(alive, ranked[:, i], 0)
+        left -= used_ranked[:, i]
+        filled += alive
+    share = np.where(filled < n, left // np.maximum(n - filled, 1), 0)
+    rest = np.arange(n)[None, :] >= filled[:, None]
+    used_ranked = np.where(rest, share[:, None], used_ranked)
+    left -= share * (n - filled)
+    used = np.empty_like(used_ranked)
+    np.put_along_axis(used, order, used_ranked, axis=1)
+    for i in range(n):  # the remainder, one value at a time in segment order
+        extra = (left > 0) & (used[:, i] < lengths[:, i])
+        used[:, i] += extra
+        left -= extra
+    return used
+
+
 def _counts(max_sequence_length: Any, values: tuple, splits: tuple) -> tuple[np.ndarray, np.ndarray]:
     lengths = _check(max_sequence_length, values, splits)
-    limit = int(np.asarray(max_sequence_length))
-    kept = np.array([kept_counts(row, limit) for row in lengths.tolist()], np.int64).reshape(lengths.shape)
-    return lengths, kept
+    return lengths, _kept_per_row(lengths.astype(np.int64), int(np.asarray(max_sequence_length)))
+
+
+def _kept_mask(length_column: np.ndarray, kept_column: np.ndarray, size: int) -> np.ndarray:
+    """Over a segment's values: whether each is kept (a row keeps its first `kept` values; values past the
+    last row split belong to no row)."""
+    total = int(length_column.sum())
+    starts = np.repeat(np.cumsum(length_column) - length_column, length_column)
+    position = np.arange(total) - starts
+    mask = np.zeros(size, bool)
+    mask[:total] = position < np.repeat(kept_column, length_column)
+    return mask
 
 
 def _inputs(args: tuple, N: int) -> tuple[tuple, tuple]:
@@ -90,14 +126,11 @@ def _inputs(args: tuple, N: int) -> tuple[tuple, tuple]:
 def round_robin_trim(xp: Any, max_sequence_length: Any, *args: Any, N: int) -> tuple:
     """Each segment's values and row splits, trimmed: N values tensors, then N row splits (the input's dtype)."""
     values, splits = _inputs(args, N)
-    _, kept = _counts(max_sequence_length, values, splits)
+    lengths, kept = _counts(max_sequence_length, values, splits)
     out_values, out_splits = [], []
     for s, (v, sp) in enumerate(zip(values, splits)):
         v = np.asarray(v)
-        starts = np.asarray(sp, np.int64)[:-1]
-        take = np.concatenate([np.arange(b, b + k) for b, k in zip(starts.tolist(), kept[:, s].tolist())]
-                              or [np.zeros(0, np.int64)]).astype(np.int64)
-        out_values.append(v[take])
+        out_values.append(v[_kept_mask(lengths[:, s], kept[:, s], len(v))])
         out_splits.append(np.concatenate([[0], np.cumsum(kept[:, s])]).astype(np.asarray(sp).dtype))
     return (*out_values, *out_splits)
 
@@ -107,8 +140,5 @@ def round_robin_generate_masks(xp: Any, max_sequence_length: Any, *args: Any, N:
     """For each segment, a bool per value: whether the trimmer keeps it."""
     values, splits = _inputs(args, N)
     lengths, kept = _counts(max_sequence_length, values, splits)
-    masks = []
-    for s in range(N):
-        rows = [np.arange(n) < k for n, k in zip(lengths[:, s].tolist(), kept[:, s].tolist())]
-        masks.append(np.concatenate(rows).astype(bool) if rows else np.zeros(0, bool))
+    masks = [_kept_mask(lengths[:, s], kept[:, s], int(lengths[:, s].sum())) for s in range(N)]
     return tuple(masks)

@@ -72,3 +72,16 @@ def test_ngrams_keep_outer_splits_and_count_inner_rows():
     values, outer, inner = ngrams_string_join(np, words, np.array([0, 1, 3]), np.array([0, 3, 3, 5]), width=2,
                                               axis=-1, string_separator="", RAGGED_RANK=2)
     assert values.tolist() == [b"ab", b"bc", b"de"] and outer.tolist() == [0, 1, 3] and inner.tolist() == [0, 2, 2, 3]
+
+
+def test_the_batch_arithmetic_is_the_row_by_row_one():
+    """The trimmer computes every row at once (kernels.text.trimmers._kept_per_row); it must equal TF Text's
+    loop, row by row (kept_counts), on random rows."""
+    from kernels.text.trimmers import _kept_per_row
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 4):
+        lengths = rng.integers(0, 9, (400, n))
+        for limit in (-1, 0, 1, 5, 9, 17, 40):
+            want = [kept_counts(row, limit) for row in lengths.tolist()]
+            assert _kept_per_row(lengths, limit).tolist() == want, (n, limit)
