@@ -23,4 +23,5 @@ of `bytes`, as in kernels.strings; Unicode data comes from ICU (pyicu-wheels), a
     ngrams              TFText>NgramsStringJoin: windows of strings joined along the last axis
     split_merge         SplitMergeTokenizeWithOffsets: characters grouped into tokens by a split/merge label each
     rouge               RougeL: ROUGE-L F, precision and recall of hypothesis rows against reference rows
+    constrained_sequence  ConstrainedSequence: Viterbi or greedy decoding under allowed transitions and weights
 """

@@ -54,3 +54,23 @@ def test_rouge_l_errors():
 def test_rouge_l_of_empty_rows_is_zero():
     f, p, r = rouge_l(np, _strings(), np.array([0, 0]), _strings(b"x"), np.array([0, 1]), np.float32(0.5))
     assert f.tolist() == [0.0] and p.tolist() == [0.0] and r.tolist() == [0.0]
+
+
+def test_constrained_sequence_errors_and_dead_ends():
+    from kernels.text.constrained_sequence import constrained_sequence
+
+    scores = np.ones((1, 2, 3), np.float32)
+    kwargs = {"use_viterbi": True, "use_log_space": True, "use_start_and_end_states": False}
+    empty = np.zeros((0, 0))
+    with pytest.raises(ValueError, match="too short"):
+        constrained_sequence(np, scores, np.array([3]), empty, empty, **kwargs)
+    with pytest.raises(ValueError, match="exactly one length"):
+        constrained_sequence(np, scores, np.array([1, 1]), empty, empty, **kwargs)
+    with pytest.raises(ValueError, match="zeroth dimension of size 3"):
+        constrained_sequence(np, scores, np.array([2]), np.ones((4, 4), bool), empty, **kwargs)
+    with pytest.raises(ValueError, match="must not contain negative"):
+        constrained_sequence(np, scores, np.array([2]), empty, -np.ones((3, 3), np.float32),
+                             **{**kwargs, "use_log_space": False})
+    # Nothing may follow anything: no path, so every step is -1, as TF Text answers.
+    states, splits = constrained_sequence(np, scores, np.array([2]), np.zeros((3, 3), bool), empty, **kwargs)
+    assert states.tolist() == [-1, -1] and splits.tolist() == [0, 2]
