@@ -21,7 +21,11 @@ of `bytes`, as in kernels.strings; Unicode data comes from ICU (pyicu-wheels), a
     phrase              PhraseTokenize and TFText>PhraseDetokenize: longest vocabulary phrases over whitespace words
     trimmers            TFText>RoundRobinTrim and TFText>RoundRobinGenerateMasks: N segments fitted to a length
     ngrams              TFText>NgramsStringJoin: windows of strings joined along the last axis
-    split_merge         SplitMergeTokenizeWithOffsets: characters grouped into tokens by a split/merge label each
+    split_merge         SplitMergeTokenizeWithOffsets and TokenizerFromLogits: characters grouped into tokens by labels
     rouge               RougeL: ROUGE-L F, precision and recall of hypothesis rows against reference rows
     constrained_sequence  ConstrainedSequence: Viterbi or greedy decoding under allowed transitions and weights
+    spanning_tree       MaxSpanningTree: the maximum directed spanning tree (or forest) of each digraph, as MstSolver
+    boise               TFText>OffsetsToBoiseTags and TFText>BoiseTagsToOffsets: BOISE tags from typed spans and back
+    sentence_fragments  SentenceFragmentsV2 (StateBasedSentenceBreaker): sentence fragments by a state machine over bytes
+    token_sentence_fragments  SentenceFragments (deprecated): sentence fragments over a document's tokens
 """

@@ -4,7 +4,7 @@ start a new token and 1 to merge into the one before, or by a pair of logits per
 logit is greater than the merge logit).
 
 As split_merge_tokenize_kernel.cc does it: characters are cut by their UTF-8 lead byte alone (a stray
-continuation byte is a character of its own; a sequence cut short at the end is a shorter one); White_Space
+continuation byte is a character of its own; a string ending inside a sequence is an error: TF Text reads past it); White_Space
 characters (ICU's u_isUWhiteSpace) are dropped and never merged into, and with force_split_at_break_character a
 character after one starts a new token whatever its label; the first kept character of a string always starts a
 token. Offsets are bytes. A row with fewer labels (or logits) than characters is an error.
@@ -68,6 +68,10 @@ def split_merge_tokenize_with_offsets(xp: Any, input_values: Any, labels: Any, r
                              f"{len(labels)} labels")
         row = labels[splits[i]:splits[i + 1]]
         chars = _characters(text)
+        if chars and chars[-1][1] - chars[-1][0] < _LENGTH_BY_LEAD_NIBBLE[text[chars[-1][0]] >> 4]:
+            # NOTE: TF Text takes the character's full length from its lead byte and reads past the string.
+            raise ValueError(f"string {i} ends inside a UTF-8 sequence, which TF Text reads past the end of: "
+                             f"{message_text(text)!r}")
         if len(chars) > len(row):
             raise ValueError(f"Number of labels {len(row)} is insufficient for text {text!r}")
         _group(text, chars, [label == 0 for label in row], force_split_at_break_character, tokens, begins, ends)

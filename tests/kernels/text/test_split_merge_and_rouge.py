@@ -17,12 +17,14 @@ def _strings(*values: bytes) -> np.ndarray:
 
 
 def test_characters_are_cut_by_their_lead_byte():
-    """A stray continuation byte is a character of its own and a sequence cut short is a shorter one, as the
-    kernel's OneCharLen cuts them; neither is whitespace."""
+    """A stray continuation byte is a character of its own, as the kernel's OneCharLen cuts them (not
+    whitespace); a string that ends inside a sequence is an error, where TF Text reads past its end."""
     tokens, splits, begins, ends = split_merge_tokenize_with_offsets(
-        np, _strings(b"a\x80b\xe6\x97"), np.zeros(4, np.int32), np.array([0, 4], np.int32))
-    assert tokens.tolist() == [b"a", b"\x80", b"b", b"\xe6\x97"]
-    assert begins.tolist() == [0, 1, 2, 3] and ends.tolist() == [1, 2, 3, 5] and splits.tolist() == [0, 4]
+        np, _strings(b"a\x80b\xe6\x97\xa5"), np.zeros(4, np.int32), np.array([0, 4], np.int32))
+    assert tokens.tolist() == [b"a", b"\x80", b"b", "日".encode()]
+    assert begins.tolist() == [0, 1, 2, 3] and ends.tolist() == [1, 2, 3, 6] and splits.tolist() == [0, 4]
+    with pytest.raises(ValueError, match="ends inside a UTF-8 sequence"):
+        split_merge_tokenize_with_offsets(np, _strings(b"ab\xe6\x97"), np.zeros(3, np.int32), np.array([0, 3], np.int32))
 
 
 def test_a_merge_never_reaches_into_the_previous_string():
