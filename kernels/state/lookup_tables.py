@@ -37,6 +37,7 @@ import numpy as np
 from engine.graph.dtypes import tf_name_of_numpy
 from engine.runtime.resources import Resource, ResourceManager, resource_name
 from kernels.registry import kernel
+from kernels.strings.tensors import flat_strings
 
 __all__ = ["LookupTable", "TABLE_OPS"]
 
@@ -191,10 +192,8 @@ class LookupTable(Resource):
             raise ValueError(f"Expected shape {list(self.value_shape)} or [] for default value but got "
                              f"{list(default.shape)}")
         index, rows = self._current()
-        # tolist() gives Python ints, floats and bytes, the dict's own keys; only a str needs `_key`.
-        flat = keys.ravel().tolist()
-        if keys.dtype == object and not all(type(k) is bytes for k in flat):
-            flat = [_key(k) for k in flat]
+        # tolist() gives Python ints and floats, the dict's own keys; strings as bytes, as flat_strings gives them.
+        flat = flat_strings(keys) if keys.dtype == object else keys.ravel().tolist()
         positions = np.fromiter(map(index.get, flat, itertools.repeat(-1)), dtype=np.int64, count=keys.size)
         out = np.empty((keys.size,) + self.value_shape, dtype=self.value_dtype)
         hit = positions >= 0

@@ -17,14 +17,11 @@ import numpy as np
 from kernels.host import format_dims
 from kernels.registry import kernel
 from kernels.strings.hash_functions import fingerprint64, legacy_hash64, siphash24
+from kernels.strings.tensors import as_bytes, flat_strings
 
 __all__ = ["string_to_hash_bucket_fast", "string_to_hash_bucket_strong", "string_to_hash_bucket", "fingerprint"]
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-
-
-def _as_bytes(value: Any) -> bytes:
-    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
 def _check_num_buckets(num_buckets: int) -> None:
@@ -34,9 +31,7 @@ def _check_num_buckets(num_buckets: int) -> None:
 
 
 def _buckets(strings: Any, num_buckets: int, hash_bytes: Callable[[bytes], int]) -> np.ndarray:
-    flat = np.asarray(strings, dtype=object).reshape(-1).tolist()
-    if not all(type(s) is bytes for s in flat):  # kernels hold bytes; a str (or bytearray) is converted
-        flat = [_as_bytes(s) for s in flat]
+    flat = flat_strings(strings)
     hashes = np.fromiter(map(hash_bytes, flat), dtype=np.uint64, count=len(flat))
     return (hashes % np.uint64(num_buckets)).astype(np.int64).reshape(np.shape(strings))
 
@@ -80,7 +75,7 @@ def fingerprint(xp: Any, data: Any, method: Any) -> tuple:
     method_value = np.asarray(method, dtype=object)
     if method_value.ndim != 0:
         raise ValueError(f"`method` should be a scalar string: {format_dims(method_value.shape)}")
-    name = _as_bytes(method_value.item())
+    name = as_bytes(method_value.item())
     if name != b"farmhash64":
         raise ValueError(f"Unsupported fingerprint method: {name.decode('utf-8', 'backslashreplace')}")
     values = np.asarray(data)
@@ -89,7 +84,7 @@ def fingerprint(xp: Any, data: Any, method: Any) -> tuple:
     rows = values.shape[0]
     per_row = values.size // rows if rows else 0
     if values.dtype == object:
-        strings = [_as_bytes(s) for s in values.reshape(-1).tolist()]
+        strings = flat_strings(values)
         if per_row > 1:
             packed = b"".join(_fingerprint_bytes(fingerprint64(s)) for s in strings)
             step = 8 * per_row

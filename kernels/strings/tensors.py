@@ -22,7 +22,10 @@ def as_bytes(value: Any) -> bytes:
 
 def flat_strings(strings: Any) -> list[bytes]:
     """The elements of a string tensor in row-major order, as bytes."""
-    return [as_bytes(s) for s in np.asarray(strings, dtype=object).reshape(-1).tolist()]
+    flat = np.asarray(strings, dtype=object).reshape(-1).tolist()
+    # NOTE: kernels hold bytes, so the list is usually right as it is: one C-level pass checks that, where
+    # converting element by element would be a Python call each (a BERT batch's 100k wordpieces).
+    return flat if all(type(s) is bytes for s in flat) else [as_bytes(s) for s in flat]
 
 
 def string_array(values: Iterable[bytes], shape: Sequence[int] | None = None) -> np.ndarray:

@@ -13,6 +13,7 @@ An index past the array (which only a malformed model reaches) raises ValueError
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -33,9 +34,9 @@ class DartsTrie:
 
     ROOT = 0
 
-    def __init__(self, units: np.ndarray, what: str = "trie_array"):
+    def __init__(self, units: np.ndarray, what: str = "trie_array", *, allow_empty: bool = False):
         units = np.asarray(units, dtype=np.uint32).reshape(-1)
-        if units.size == 0:
+        if units.size == 0 and not allow_empty:  # (an empty trie holds no key: `prefix_matches` finds none)
             raise ValueError(f"{what} is empty")
         self.what = what
         self.units = units
@@ -72,6 +73,29 @@ class DartsTrie:
         if not unit & 0x100:
             return None
         return self._unit(node ^ ((unit >> 10) << ((unit & 0x200) >> 6))) & 0x7FFFFFFF
+
+    def prefix_matches(self, data: bytes, start: int = 0) -> Iterator[tuple[int, int]]:
+        """(value, length) of each key that is a prefix of data[start:], shortest first (CommonPrefixSearch). A
+        walk that would leave the units ends the search, as the bounds checks of TF Text's SentencePiece trie
+        (double_array_trie.h) end it, rather than raising."""
+        units = self._units
+        size = len(units)
+        if not size:
+            return
+        pos = self.offset(units[self.ROOT])
+        for i in range(start, len(data)):
+            byte = data[i]
+            pos ^= byte
+            if pos >= size:
+                return
+            unit = units[pos]
+            if unit & 0x800000FF != byte:
+                return
+            pos ^= (unit >> 10) << ((unit & 0x200) >> 6)
+            if pos >= size:
+                return
+            if unit & 0x100:
+                yield units[pos] & 0x7FFFFFFF, i - start + 1
 
     def lookup(self, key: bytes) -> int | None:
         """The value stored for `key`, or None."""

@@ -19,7 +19,8 @@ the vocabulary fails with TF Text's "Sentencepiece conversion failed" (a negativ
 unsigned). A row's ids start where the previous row's ended: only the differences of the splits are read.
 
 A config is parsed once per model buffer (by the identity of the constant array holding it, then by its
-bytes). The flatbuffers package reads the tables; the tries are walked here, as TF Text walks them.
+bytes). The flatbuffers package reads the tables; the tries are walked as TF Text walks them, by
+kernels.text.darts_trie (the layout the fast WordPiece models use too).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import math
 import struct
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ from flatbuffers.table import Table
 from kernels.host import format_dims
 from kernels.registry import kernel
 from kernels.strings.tensors import flat_strings, string_array
+from kernels.text.darts_trie import DartsTrie
 
 __all__ = ["DecoderConfig", "EncoderConfig", "decode_ids", "encode_string"]
 
@@ -54,35 +55,6 @@ def _f32(x: float) -> float:
         return _F32.unpack(_F32.pack(x))[0]
     except OverflowError:
         return math.copysign(math.inf, x)
-
-
-class _Trie:
-    """TF Text's DoubleArrayTrie (darts-clone's layout) over flatbuffer nodes: the ids and lengths of the
-    keys that are prefixes of a string."""
-
-    def __init__(self, nodes: list[int]):
-        self.nodes = nodes
-
-    def prefix_matches(self, data: bytes, start: int) -> Iterator[tuple[int, int]]:
-        nodes = self.nodes
-        size = len(nodes)
-        if not size:
-            return
-        node = nodes[0]
-        pos = (node >> 10) << ((node & 0x200) >> 6)
-        for i in range(start, len(data)):
-            c = data[i]
-            pos ^= c
-            if pos >= size:
-                return
-            node = nodes[pos]
-            if node & 0x800000FF != c:
-                return
-            pos ^= (node >> 10) << ((node & 0x200) >> 6)
-            if pos >= size:
-                return
-            if node & 0x100:
-                yield nodes[pos] & 0x7FFFFFFF, i - start + 1
 
 
 def _root(buffer: bytes) -> Table:
@@ -101,12 +73,12 @@ def _vector(table: Table, index: int, flags: Any) -> np.ndarray | None:
     return table.GetVectorAsNumpy(flags, offset) if offset else None
 
 
-def _trie(table: Table, index: int) -> _Trie | None:
+def _trie(table: Table, index: int) -> DartsTrie | None:
     offset = table.Offset(4 + 2 * index)
     if not offset:
         return None
     nodes = _vector(Table(table.Bytes, table.Indirect(offset + table.Pos)), 0, number_types.Uint32Flags)
-    return _Trie([] if nodes is None else nodes.tolist())
+    return DartsTrie(np.zeros(0, np.uint32) if nodes is None else nodes, "the model's trie", allow_empty=True)
 
 
 class EncoderConfig:
@@ -122,7 +94,7 @@ class EncoderConfig:
             self.unknown_code = _field(root, 3, f.Int32Flags, -1)
             self.unknown_penalty = _field(root, 4, f.Float32Flags, 0.0)
             self.encoding_offset = _field(root, 5, f.Int32Flags, 0)
-            self.pieces = _trie(root, 6) or _Trie([])
+            self.pieces = _trie(root, 6) or DartsTrie(np.zeros(0, np.uint32), allow_empty=True)
             scores = _vector(root, 7, f.Float32Flags)
             self.scores = [] if scores is None else scores.tolist()
             self.remove_extra_whitespaces = bool(_field(root, 8, f.BoolFlags, False))
