@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy
 
-__all__ = ["POOL_THREAD_PREFIX", "Chunk", "chunks", "in_pool_task", "pool_size", "run_chunks", "run_tasks"]
+__all__ = ["POOL_THREAD_PREFIX", "Chunk", "chunks", "configure", "in_pool_task", "pool_size", "run_chunks", "run_tasks"]
 
 @dataclass(frozen=True)
 class Chunk:
@@ -55,14 +55,30 @@ POOL_THREAD_PREFIX = "tensorgate-kernel"
 _CALLER = threading.local()
 
 
+_THREADS: int | None = None  # set by configure(); None: one thread per available core
+
+
 @functools.cache
 def _cpu_count() -> int:
     # Read once: the affinity (a container's cpuset) does not change under a running server, and the
     # syscall would cost a microsecond on every kernel call that asks.
+    if _THREADS is not None:
+        return _THREADS
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def configure(threads: int | None) -> None:
+    """Size the kernel pool: `threads` threads (1 runs every kernel on its caller's thread), or None for
+    one per available core. TensorFlow's intra-op parallelism; the server calls it at start-up, before
+    the pool exists (a pool already started keeps its threads, and the new size applies to splitting)."""
+    global _THREADS
+    if threads is not None and threads < 1:
+        raise ValueError(f"the kernel pool needs at least one thread, got {threads}")
+    _THREADS = threads
+    _cpu_count.cache_clear()
 
 
 def pool_size() -> int:

@@ -19,12 +19,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import service
 from engine.errors import EngineError, OutOfMemoryError
 from kernels import jit as kernel_jit
+from kernels import pool as kernel_pool
 from service.errors import ServiceError, out_of_memory_message, status_of
 from service.inference.batching import BatchingOptions, BatchStats
 from service.inference.batching_parameters import read_batching_parameters
@@ -36,6 +38,8 @@ from service.observability.monitoring_config import prometheus_path
 from service.observability.stats import LiveStats
 from service.protocols import openapi, rest_partial_runs, rest_tfserving, rest_v2
 from service.protocols.bodies import BodyLimitMiddleware, request_limit, upload_limit
+from service.protocols.grpc.options import channel_arguments
+from service.protocols.grpc.options import credentials as grpc_credentials
 from service.protocols.grpc.server import GrpcServer
 from service.protocols.inference_routes import InferenceRoutes
 from service.repository import ModelRepository
@@ -99,7 +103,14 @@ class TensorgateApp(FastAPI):
     inference: InferenceRoutes
     inference_app: ASGIApp
 
+    # With CORS on (settings.cors), every request goes through Starlette's CORSMiddleware first.
+    cors: ASGIApp | None = None
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.cors is not None and scope.get("cors") is None:
+            scope["cors"] = True  # marks the request as passed through, on its way back here
+            await self.cors(scope, receive, send)
+            return
         if scope["type"] == "http" and (found := self.inference.match(scope["method"], scope["path"])) is not None:
             route, scope["path_params"] = found
             scope["app"], scope["endpoint"] = self, route.endpoint
@@ -130,6 +141,8 @@ def _model_sources(settings: Settings) -> ModelSources:
     config_file = None
     if settings.model_config_file is not None:
         config_file = ModelConfigFile(settings.model_config_file, settings.model_config_file_poll_wait_seconds)
+    elif settings.model_base_path is not None:
+        config_file = ModelConfigFile.single(settings.model_name, settings.model_base_path)
     sources = ModelSources(repository, config_file)
     sources.load()
     return sources
@@ -147,15 +160,21 @@ def _server_batching(settings: Settings) -> tuple[BatchingOptions, bool]:
 def create_app(settings: Settings | None = None, *, grpc_port: int | None = None) -> TensorgateApp:
     """An application serving `settings.model_repository` and/or `settings.model_config_file`;
     models load when the app starts, and with `grpc_port` (0: a free one) the gRPC services start
-    beside it on `settings.host`, on the app's event loop (`app.state.grpc_port` says where). Raises
-    DeviceError when `settings.device` is a device this process does not have, ConfigError when one of
-    TensorFlow Serving's config files is invalid."""
+    beside it on `settings.host` (and on `settings.grpc_socket_path`, with or without a port), on the
+    app's event loop (`app.state.grpc_port` says where). Raises DeviceError when `settings.device` is a
+    device this process does not have, ConfigError when one of TensorFlow Serving's config files (or a
+    gRPC channel argument) is invalid."""
     settings = settings or Settings()
     check_device_available(settings.device)
     kernel_jit.configure(cache_dir=settings.kernel_cache_dir)
+    kernel_pool.configure(settings.kernel_threads)
     sources = _model_sources(settings)
     batching, batching_by_default = _server_batching(settings)
     metrics_path = prometheus_path(settings.monitoring_config_file)
+    serves_grpc = grpc_port is not None or settings.grpc_socket_path is not None
+    if serves_grpc:  # read now, so that a bad SSL config file or channel argument stops the start here
+        grpc_credentials(settings)
+        channel_arguments(settings.grpc_channel_arguments)
     config_file = sources.config_file
     metrics = Metrics(lambda: manager.servables(),
                       config_file_valid=lambda: None if config_file is None else config_file.error is None)
@@ -174,7 +193,10 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         on_batch=on_batch,
         on_load=lambda model, seconds: metrics.load_duration.labels(model).observe(seconds),
         device=settings.device,
-        warmup=WarmupOptions(settings.warmup_iterations, settings.signature_method_name_check),
+        warmup=WarmupOptions(settings.warmup_iterations, settings.signature_method_name_check, enabled=settings.warmup),
+        saved_model_tags=tuple(settings.saved_model_tags),
+        load_retries=settings.load_retries,
+        load_retry_interval_s=settings.load_retry_interval_s,
     )
     plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
                       metrics=metrics, stats=stats, inline_compute_s=settings.inline_compute_us / 1e6,
@@ -182,12 +204,12 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        manager.start()
+        manager.start()  # already started by a server that waited for its models before listening
         grpc_server = None
         try:
-            if grpc_port is not None:
+            if serves_grpc:
                 grpc_server = app.state.grpc_server = GrpcServer(plane, app.state.management, settings)
-                app.state.grpc_port = await grpc_server.start(settings.host, grpc_port)
+                app.state.grpc_port = await grpc_server.start(settings.host, grpc_port) or None
             yield
         finally:
             if grpc_server is not None:
@@ -202,6 +224,10 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         summary="A model server for TensorFlow graphs: TensorFlow Serving REST and the Open Inference Protocol (v2).",
         lifespan=lifespan,
     )
+    if settings.cors:
+        # TensorFlow Serving's --rest_api_enable_cors_support: any origin may call the REST API from a browser.
+        app.cors = CORSMiddleware(app, allow_origins=["*"], allow_methods=["GET", "POST", "PUT", "DELETE"],
+                                  allow_headers=["*"], expose_headers=["*"])
     app.state.settings = settings
     app.state.manager = manager
     app.state.management = RepositoryManagement(manager)

@@ -22,7 +22,8 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -32,7 +33,7 @@ from service.app import create_app
 from service.observability.access_log import log_config
 from service.settings import Settings
 
-__all__ = ["serve", "BackgroundServer", "TensorgateServer"]
+__all__ = ["serve", "BackgroundServer", "ModelsUnavailable", "TensorgateServer"]
 
 log = logging.getLogger("tensorgate.server")
 
@@ -72,9 +73,10 @@ def _config(settings: Settings, grpc_port: int | None, *, configure_logging: boo
 class TensorgateServer(uvicorn.Server):
     """uvicorn's server with tensorgate's graceful shutdown (see the module's docstring)."""
 
-    def __init__(self, config: uvicorn.Config):
+    def __init__(self, config: uvicorn.Config, *, on_listening: Callable[[TensorgateServer], None] | None = None):
         super().__init__(config)
         self.grace_exceeded = False  # requests were still unfinished when the grace ended
+        self.on_listening = on_listening
 
     @property
     def app_state(self) -> State:
@@ -100,6 +102,8 @@ class TensorgateServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
+        if self.started and self.on_listening is not None:
+            self.on_listening(self)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Readiness fails the moment the signal arrives, before the shutdown's first tick (uvicorn looks
@@ -137,12 +141,48 @@ class TensorgateServer(uvicorn.Server):
                         "still running)", self.app_state.settings.shutdown_grace_s, waiting, plane.busy_threads)
 
 
-def serve(settings: Settings) -> int:
-    """Serve until SIGTERM or SIGINT, which shut down gracefully: HTTP on `settings.port`, gRPC on
-    `settings.grpc_port` (0: no gRPC). The exit status: 0 when every request finished within the
-    grace, 1 when some were cut off (answered 503, or still computing when the process left)."""
-    server = TensorgateServer(_config(settings, settings.grpc_port or None))
-    server.run()
+class ModelsUnavailable(Exception):
+    """A server that waits for its models before it listens found some that could not load."""
+
+
+def _wait_for_models(server: TensorgateServer) -> None:
+    """Load every model's versions before listening, as TensorFlow Serving does; ModelsUnavailable
+    names the models that did not load (after their retries)."""
+
+    def no_versions(name: str, base_path: Path | None) -> None:
+        # TensorFlow Serving's words, which its users search for.
+        log.warning("No versions of servable %s found under base path %s. Did you forget to name your leaf "
+                    "directory as a number (eg. '/1/')?", name, base_path)
+
+    manager = server.app_state.manager
+    manager.start()
+    failed = manager.wait_for_models(on_empty=no_versions)
+    if failed:
+        manager.stop()
+        problems = ", ".join(f"{{{name} due to error: {why}}}" for name, why in sorted(failed.items()))
+        raise ModelsUnavailable(f"{len(failed)} model(s) did not become available: {{{problems}}}")
+    unavailable = manager.labels_on_unavailable_versions()
+    if unavailable and not server.app_state.settings.allow_version_labels_for_unavailable_models:
+        manager.stop()
+        name, label, version = unavailable[0]
+        raise ModelsUnavailable(f"Request to assign label to version {version} of model {name}, which is not currently "
+                                f"available for inference (label '{label}'; --allow_version_labels_for_unavailable_models "
+                                "lets it wait for that version)")
+
+
+def serve(settings: Settings, *, wait_for_models: bool = False,
+          on_listening: Callable[[TensorgateServer], None] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT, which shut down gracefully: HTTP on `settings.port` (unless
+    `settings.http` is off), gRPC on `settings.grpc_port` (0: no gRPC port) and `settings.grpc_socket_path`.
+    With `wait_for_models`, every model is loaded before anything listens (ModelsUnavailable when one
+    fails); `on_listening` is called once the listeners are up. The exit status: 0 when every request
+    finished within the grace, 1 when some were cut off (answered 503, or still computing when the
+    process left)."""
+    server = TensorgateServer(_config(settings, settings.grpc_port or None), on_listening=on_listening)
+    if wait_for_models:
+        _wait_for_models(server)
+    # No HTTP: an empty list of sockets runs the app's life cycle (models, gRPC) without a listener.
+    server.run(sockets=None if settings.http else [])
     status = 1 if server.grace_exceeded else 0
     if server.config.loaded and server.app_state.plane.busy_threads:
         # A computation cannot be interrupted mid-kernel (one past the grace, or one whose client timed
@@ -171,7 +211,9 @@ class BackgroundServer:
         if "grpc_port" in settings.model_fields_set and settings.grpc_port == 0:
             grpc_port = None
         self._server = TensorgateServer(_config(settings, grpc_port, configure_logging=False))
-        self._thread = threading.Thread(target=self._server.run, name="tensorgate-server", daemon=True)
+        sockets = None if settings.http else []
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": sockets}, name="tensorgate-server",
+                                        daemon=True)
         self.url = ""
         self.grpc_target = ""  # host:port of the gRPC services; "" without them
 
@@ -186,9 +228,10 @@ class BackgroundServer:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the server did not start")
             time.sleep(0.01)
-        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
-        scheme = "https" if self.settings.tls_cert is not None else "http"
-        self.url = f"{scheme}://{host}:{port}"
+        if self._server.servers:
+            host, port = self._server.servers[0].sockets[0].getsockname()[:2]
+            scheme = "https" if self.settings.tls_cert is not None else "http"
+            self.url = f"{scheme}://{host}:{port}"
         if self.app.state.grpc_port:
             self.grpc_target = f"{self.settings.host}:{self.app.state.grpc_port}"
         return self

@@ -42,6 +42,23 @@ class Settings(BaseSettings):
     """How often the model config file is read again, its changes applied (an invalid file keeps the
     last good one serving); 0 reads it once, at start, as TensorFlow Serving does."""
 
+    model_base_path: Path | None = None
+    """One model's base path (TensorFlow Serving's `--model_base_path`): a directory of numbered version
+    directories, served as `model_name` with the latest version. Without `model_repository`, the only
+    model served (as with `model_config_file`, which it cannot be combined with)."""
+
+    model_name: str = "default"
+    """The name `model_base_path`'s model is served under (TensorFlow Serving's `--model_name`)."""
+
+    saved_model_tags: list[str] = Field(default_factory=lambda: ["serve"])
+    """The tags of the MetaGraph loaded from each SavedModel (TensorFlow Serving's `--saved_model_tags`)."""
+
+    allow_version_labels_for_unavailable_models: bool = True
+    """A model config file's `version_labels` may name versions not available (yet): requests through such
+    a label get 503/404 until the version loads. False (TensorFlow Serving's default, `tensorflow_model_server`
+    without `--allow_version_labels_for_unavailable_models`): a server that loads its models before listening
+    refuses to start when a label names a version that did not load."""
+
     host: str = "127.0.0.1"
     """Address to listen on. Beyond loopback, management needs `admin_token`."""
 
@@ -51,6 +68,34 @@ class Settings(BaseSettings):
     grpc_port: int = Field(8001, ge=0, le=65535)
     """Port of the gRPC services (TensorFlow Serving's PredictionService and ModelService, KServe v2's
     GRPCInferenceService, health and reflection), on the same host as HTTP; 0 turns gRPC off."""
+
+    http: bool = True
+    """Serve HTTP (TensorFlow Serving REST, the Open Inference Protocol, metrics, the dashboard) on `port`;
+    false leaves gRPC alone, as TensorFlow Serving's `--rest_api_port=0` does."""
+
+    cors: bool = False
+    """Answer CORS preflights and let any origin read HTTP responses (TensorFlow Serving's
+    `--rest_api_enable_cors_support`), for browser clients on another origin."""
+
+    grpc_socket_path: Path | None = None
+    """Also serve gRPC on this Unix domain socket (TensorFlow Serving's `--grpc_socket_path`)."""
+
+    grpc_channel_arguments: str = ""
+    """gRPC server arguments, `key=value` separated by commas (TensorFlow Serving's
+    `--grpc_channel_arguments`, e.g. `grpc.max_connection_age_ms=2000`): integer values are passed as
+    integers, others as strings."""
+
+    grpc_ssl_config_file: Path | None = None
+    """TensorFlow Serving's SSLConfig text proto (`--ssl_config_file`: server_key, server_cert, custom_ca,
+    client_verify, the PEM texts inline): gRPC speaks TLS with them. Not with `grpc_tls_cert`."""
+
+    grpc_alts: bool = False
+    """gRPC with Google's ALTS credentials (`--use_alts_credentials`; on Google Cloud only)."""
+
+    predict_tensor_content: bool = False
+    """gRPC Predict replies carry numeric outputs packed in `tensor_content` (TensorFlow Serving's
+    `--enable_serialization_as_tensor_content`: smaller and faster for large outputs) instead of the typed
+    `*_val` fields, TensorFlow Serving's default, which clients reading `outputs["y"].float_val` expect."""
 
     grpc_tls_cert: Path | None = None
     """PEM certificate chain the gRPC port presents; with `grpc_tls_key`, gRPC speaks TLS only."""
@@ -118,6 +163,10 @@ class Settings(BaseSettings):
     inference_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     """Threads running model work (decode, compute, encode) off the event loop."""
 
+    kernel_threads: int | None = Field(None, ge=1)
+    """Threads of the engine's kernel pool, which splits one large kernel (TensorFlow's intra-op
+    parallelism); unset: one per available core."""
+
     inline_compute_us: float = Field(50.0, ge=0)
     """Requests whose plan measured at most this much compute (microseconds per run, averaged over
     its recent runs with the same input shapes) run on the event loop instead of a worker thread,
@@ -125,6 +174,16 @@ class Settings(BaseSettings):
 
     load_threads: int = Field(2, ge=1)
     """Threads loading and warming up model versions in the background."""
+
+    load_retries: int = Field(0, ge=0)
+    """How many times a version whose load failed is loaded again before it is given up (TensorFlow
+    Serving's `--max_num_load_retries`, 5 there); a version given up loads again when its files change."""
+
+    load_retry_interval_s: float = Field(60.0, ge=0)
+    """Seconds between those load attempts (`--load_retry_interval_micros`)."""
+
+    warmup: bool = True
+    """Replay each version's warm-up file before it serves (`--enable_model_warmup`)."""
 
     warmup_iterations: int = Field(1, ge=1)
     """How many times each request of a version's warm-up file (`assets.extra/tf_serving_warmup_requests`)
@@ -161,6 +220,11 @@ class Settings(BaseSettings):
 
     executor_cache_capacity: int = Field(64, ge=1)
     """Compiled plans kept per model version (one per distinct feed/fetch signature)."""
+
+    check_input_shapes: bool = True
+    """Refuse (400, naming the input) a request tensor whose shape the signature and its placeholder rule
+    out. Off, as TensorFlow Serving does (`tensorflow_model_server` turns it off), a tensor of any shape is
+    fed and the graph decides; plans then assume nothing of fed shapes, which costs some optimizations."""
 
     max_loop_iterations: int = Field(100_000, ge=1)
     """Most iterations one loop of a graph (a while loop) may run in one request; a runaway loop
@@ -236,6 +300,17 @@ class Settings(BaseSettings):
                     raise ValueError(f"{prefix}_{part}: no such file '{path}'")
         return self
 
+    @model_validator(mode="after")
+    def _grpc_credentials(self) -> Settings:
+        given = [name for name, on in (("grpc_tls_cert", self.grpc_tls_cert is not None),
+                                       ("grpc_ssl_config_file", self.grpc_ssl_config_file is not None),
+                                       ("grpc_alts", self.grpc_alts)) if on]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} each set gRPC's credentials: choose one")
+        if self.model_base_path is not None and self.model_config_file is not None:
+            raise ValueError("model_base_path serves one model, model_config_file a list of them: set one")
+        return self
+
     @field_validator("device")
     @classmethod
     def _device_name(cls, value: str) -> str:
@@ -253,9 +328,10 @@ class Settings(BaseSettings):
         )
 
     def serves_repository(self) -> bool:
-        """Whether `model_repository` is served: always, unless a model config file is given and the
-        repository was not (TensorFlow Serving serves just the config file's models)."""
-        return self.model_config_file is None or "model_repository" in self.model_fields_set
+        """Whether `model_repository` is served: always, unless a model config file or a model base path
+        is given and the repository was not (TensorFlow Serving serves just those models)."""
+        alone = self.model_config_file is not None or self.model_base_path is not None
+        return not alone or "model_repository" in self.model_fields_set
 
     def archive_limits(self) -> ArchiveLimits:
         """What an uploaded version archive may expand to."""
@@ -268,7 +344,8 @@ class Settings(BaseSettings):
             prun_max_handles=self.prun_max_handles,
             prun_timeout_s=self.prun_timeout_s,
             plan=PlanOptions(max_loop_iterations=self.max_loop_iterations, compiled_kernels=self.compiled_kernels,
-                             max_request_memory_bytes=self.max_request_memory_bytes),
+                             max_request_memory_bytes=self.max_request_memory_bytes,
+                             check_feed_shapes=self.check_input_shapes),
             cuda_graphs=self.cuda_graphs,
             tune_allocator=self.tune_allocator,
             single_threaded_blas=self.single_threaded_blas,

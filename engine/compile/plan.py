@@ -78,6 +78,11 @@ class PlanOptions:
     # fed (Fill, Tile, Range, broadcasting, ...: kernels.limits); past it the run fails with
     # ResourceLimitError before allocating. None: no limit.
     max_request_memory_bytes: int | None = None
+    # Feeds must have the shapes their placeholders declare (a FeedShapeError otherwise), and passes may
+    # rely on those shapes. False is TensorFlow's C++ session: a fed value of any shape replaces the
+    # placeholder, and plans assume nothing of fed shapes (Grappler's assume_valid_feeds=false), so
+    # that a client sending [1] to a [?,1] input gets what TensorFlow Serving gives it.
+    check_feed_shapes: bool = True
 
 
 @dataclass(frozen=True)
@@ -382,7 +387,8 @@ def prepare_signature(
     for ref in feed_refs:
         node = graph.node(ref.node)
         declared = node.op in PLACEHOLDER_OPS or node.op == "PlaceholderWithDefault"
-        feed_types.append((node.attrs.get("dtype"), node.attrs.get("shape")) if declared else (None, None))
+        shape = node.attrs.get("shape") if options.check_feed_shapes else None
+        feed_types.append((node.attrs.get("dtype"), shape) if declared else (None, None))
     nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
     passes = pipeline_names(constant_folding=options.constant_folding, optimize=options.optimize)
     if passes:

@@ -4,8 +4,9 @@ A table is a sequence of blocks and a 48-byte footer: the metaindex and index bl
 offset and size each), zero padding, and the magic number 0xdb4775248b80fb57. The index block's entries
 point at the data blocks. A block holds entries (varint32 shared key prefix length, unshared length, value
 length, then the key's unshared bytes and the value), then its restart offsets (fixed32 each) and their
-count; it is followed by a 5-byte trailer: a compression type byte (0: none, as TensorFlow writes
-bundles) and the masked CRC-32C of the block and that byte, verified here.
+count; it is followed by a 5-byte trailer: a compression type byte (0: none, as TensorFlow 2 writes
+bundles; 1: Snappy, as TensorFlow 1.x did) and the masked CRC-32C of the (compressed) block and that byte,
+verified here.
 
     >>> for key, value in read_table(Path("variables/variables.index").read_bytes()): ...
 """
@@ -16,6 +17,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import cramjam
 import google_crc32c
 
 __all__ = ["TableError", "mask_crc32c", "masked_crc32c", "read_table", "read_varint"]
@@ -24,6 +26,7 @@ _FOOTER_SIZE = 48
 _TABLE_MAGIC = 0xDB4775248B80FB57
 _BLOCK_TRAILER_SIZE = 5
 _NO_COMPRESSION = 0
+_SNAPPY = 1  # LevelDB's kSnappyCompression: TensorFlow 1.x wrote bundle indexes with it
 _CRC_MASK_DELTA = 0xA282EAD8
 
 
@@ -77,8 +80,13 @@ def _read_block(table: bytes, handle: _BlockHandle, what: str) -> memoryview:
     (stored,) = struct.unpack_from("<I", table, end + 1)
     if masked_crc32c(table[handle.offset : end + 1]) != stored:
         raise TableError(f"{what} at offset {handle.offset} fails its checksum")
+    if kind == _SNAPPY:
+        try:
+            return memoryview(bytes(cramjam.snappy.decompress_raw(table[handle.offset : end])))
+        except cramjam.DecompressionError as e:
+            raise TableError(f"{what} at offset {handle.offset}: its Snappy compression is corrupt: {e}") from None
     if kind != _NO_COMPRESSION:
-        raise TableError(f"{what} is compressed (type {kind}); TensorFlow writes bundles uncompressed")
+        raise TableError(f"{what} is compressed (type {kind}); tables are uncompressed (0) or Snappy (1)")
     return memoryview(table)[handle.offset : end]
 
 

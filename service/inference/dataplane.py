@@ -62,13 +62,14 @@ class InferResult:
     outputs: tuple[tuple[TensorSpec, OutputValue], ...]
 
 
-def check_input(spec: TensorSpec, array: np.ndarray) -> None:
-    """A request's tensor against what its signature declares; the message names the alias."""
+def check_input(spec: TensorSpec, array: np.ndarray, shapes: bool = True) -> None:
+    """A request's tensor against what its signature declares (its shape too unless `shapes` is off:
+    a server that feeds any shape, as TensorFlow Serving does); the message names the alias."""
     if spec.dtype is not None and array.dtype != spec.dtype:
         text = spec.dtype == np.dtype(object) and array.dtype.kind in "SUO"
         if not text:
             raise BadRequest(f"input '{spec.alias}' expects dtype {_dtype_name(spec.dtype)}, got {_dtype_name(array.dtype)}")
-    if spec.shape is not None:
+    if spec.shape is not None and shapes:
         if array.ndim != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, array.shape)):
             raise BadRequest(f"input '{spec.alias}' expects shape {format_shape(spec.shape)}, got {format_shape(array.shape)}")
 
@@ -250,7 +251,7 @@ class DataPlane:
         feeds: dict[str, np.ndarray] = {}
         for name, array in inputs.items():
             spec = servable.resolve_input(signature, name)
-            check_input(spec, array)
+            check_input(spec, array, servable.checks_feed_shapes)
             if spec.tensor in feeds:
                 raise BadRequest(f"input '{name}' names tensor '{spec.tensor}', which is already fed")
             feeds[spec.tensor] = array

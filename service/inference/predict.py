@@ -83,7 +83,7 @@ def run_predict(servable: Servable, request: predict_pb2.PredictRequest, run: Ru
     feeds = {}
     for alias, array in inputs.items():
         spec = by_alias[alias]
-        _check(spec, array)
+        _check(spec, array, servable.checks_feed_shapes)
         feeds[spec.tensor] = array
     specs = [s for s in signature.outputs if outputs is None or s.alias in outputs]
     if outputs is not None:
@@ -92,11 +92,11 @@ def run_predict(servable: Servable, request: predict_pb2.PredictRequest, run: Ru
     return dict(_grouped(specs, values))
 
 
-def _check(spec: TensorSpec, array: np.ndarray) -> None:
+def _check(spec: TensorSpec, array: np.ndarray, shapes: bool) -> None:
     if spec.dtype is not None and array.dtype != spec.dtype:
         raise BadRequest(f"input '{spec.alias}' expects dtype {dtypes.tf_name_of_numpy(spec.dtype)}, got "
                          f"{dtypes.tf_name_of_numpy(array.dtype)}")
-    if spec.shape is not None and (array.ndim != len(spec.shape) or
+    if shapes and spec.shape is not None and (array.ndim != len(spec.shape) or
                                    any(d is not None and d != s for d, s in zip(spec.shape, array.shape))):
         raise BadRequest(f"input '{spec.alias}' expects shape {format_shape(spec.shape)}, got {format_shape(array.shape)}")
 

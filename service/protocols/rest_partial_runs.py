@@ -207,7 +207,7 @@ async def step(request: Request, model: str, handle: str) -> Response:
             arrays = await plane.maybe_call(len(body), _decode, doc["inputs"], feed_specs)
             feeds: dict[str, np.ndarray] = {}
             for spec in feed_specs:
-                check_input(spec, arrays[spec.alias])
+                check_input(spec, arrays[spec.alias], servable.checks_feed_shapes)
                 feeds[spec.tensor] = arrays[spec.alias]
             values, obs.compute_s = await plane.call(runs.step, run, servable, feeds, [s.tensor for s in fetch_specs])
         outputs = {spec.alias: value for spec, value in zip(fetch_specs, values)}

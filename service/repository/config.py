@@ -205,8 +205,10 @@ def parse_text_proto(text: str | bytes, message: Message, source: str) -> Messag
         raise ConfigError(f"{source}: not UTF-8 text: {e}") from None
     except text_format.ParseError as e:
         where = f"line {e.GetLine()}, column {e.GetColumn()}: " if e.GetLine() is not None else ""
-        # Our copies of TensorFlow Serving's schemas live in package tensorgate.serving; users know
-        # the messages by their names alone.
-        problem = str(e).split(" : ", 1)[-1].replace('"tensorgate.serving.', '"')
-        raise ConfigError(f"{source}: {where}{problem} (expected a {message.DESCRIPTOR.name} in protobuf text format)") from None
+        # Our copies of TensorFlow Serving's schemas live in package tensorgate.serving; the message
+        # names protobuf's parser prints in TensorFlow Serving (which its tests and users look for) are
+        # tensorflow.serving's.
+        problem = str(e).split(" : ", 1)[-1].replace('"tensorgate.serving.', '"tensorflow.serving.')
+        name = message.DESCRIPTOR.full_name.replace("tensorgate.serving.", "tensorflow.serving.")
+        raise ConfigError(f"{source}: Error parsing text-format {name}: {where}{problem}") from None
     return message

@@ -34,6 +34,7 @@ class VersionLoader:
     on_load: Callable[[str, float], None] | None = None
     device: str = "cpu"  # where versions run unless their config.yaml names a device
     warmup: WarmupOptions = field(default_factory=WarmupOptions)  # how versions replay their warm-up files
+    saved_model_tags: tuple[str, ...] = ("serve",)  # the MetaGraph a SavedModel version serves
 
     def load(self, name: str, version: int, source, config: ModelConfig) -> Servable:
         """Load and warm up a version with the model's batching options. Raises LoadError."""
@@ -45,7 +46,8 @@ class VersionLoader:
         if batching is not None and self.on_batch is not None:
             on_batch = functools.partial(self.on_batch, name, version)
         servable = load_servable(name, version, source, config, self.session_options, batching=batching,
-                                 on_batch=on_batch, default_device=self.device, warmup=self.warmup)
+                                 on_batch=on_batch, default_device=self.device, warmup=self.warmup,
+                                 saved_model_tags=self.saved_model_tags)
         if self.on_load is not None:
             self.on_load(name, servable.load_seconds)
         return servable

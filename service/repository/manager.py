@@ -63,12 +63,20 @@ class ModelManager:
         on_load: Callable[[str, float], None] | None = None,
         device: str = "cpu",
         warmup: WarmupOptions | None = None,
+        saved_model_tags: tuple[str, ...] = ("serve",),
+        load_retries: int = 0,
+        load_retry_interval_s: float = 60.0,
     ):
         self.sources = sources if isinstance(sources, ModelSources) else ModelSources(sources)
         self.repository = self.sources.repository  # where management writes go; None: none (config file only)
         self.loader = VersionLoader(session_options, batching_defaults=batching or BatchingOptions(),
                                     batching_by_default=batching_by_default, on_batch=on_batch, on_load=on_load,
-                                    device=device, warmup=warmup or WarmupOptions())
+                                    device=device, warmup=warmup or WarmupOptions(),
+                                    saved_model_tags=saved_model_tags)
+        # TensorFlow Serving's --max_num_load_retries and --load_retry_interval_micros: a failed load is
+        # tried again this many times, this long apart, before the version is given up.
+        self.load_retries = load_retries
+        self.load_retry_interval_s = load_retry_interval_s
         self.poll_interval_s = poll_interval_s
         self._models: dict[str, ModelRecord] = {}
         self._lock = threading.RLock()
@@ -85,7 +93,10 @@ class ModelManager:
     # --- life cycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Clean up interrupted writes, start loading every model, and start polling."""
+        """Clean up interrupted writes, start loading every model, and start polling (once: a second
+        call does nothing)."""
+        if self._initial_scan_done:
+            return
         for path in self.sources.remove_stale_staging():
             log.warning("removed %s, left by an interrupted upload", path)
         self.poll()
@@ -231,14 +242,33 @@ class ModelManager:
         config, version = model.config, record.version
         self._loader.submit(self._load, model.name, version, source, config, token)
 
-    def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
+    def _try_load(self, name: str, version: int, source, config: ModelConfig) -> tuple[Servable | None, str | None]:
         try:
-            servable, error = self.loader.load(name, version, source, config), None
+            return self.loader.load(name, version, source, config), None
         except (LoadError, EngineError, OSError) as e:
-            servable, error = None, str(e)
+            return None, str(e)
         except Exception as e:  # an engine bug must not leave the version LOADING forever
             log.exception("loading %s version %d failed", name, version)
-            servable, error = None, f"internal error while loading: {type(e).__name__}: {e}"
+            return None, f"internal error while loading: {type(e).__name__}: {e}"
+
+    def _still_wanted(self, name: str, version: int, token: object) -> bool:
+        with self._lock:
+            model = self._models.get(name)
+            record = model.versions.get(version) if model else None
+            return record is not None and record.loading is token
+
+    def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
+        servable, error = self._try_load(name, version, source, config)
+        # Retried in this load thread, as TensorFlow Serving's loader harness does, while the version is
+        # still wanted (not superseded, unloaded, or the server stopping).
+        for retry in range(1, self.load_retries + 1):
+            if servable is not None or not self._still_wanted(name, version, token):
+                break
+            log.warning("loading model %s version %d failed (%s); retrying in %g s (retry %d of %d)",
+                        name, version, error, self.load_retry_interval_s, retry, self.load_retries)
+            if self._stop.wait(self.load_retry_interval_s):
+                break
+            servable, error = self._try_load(name, version, source, config)
         with self._lock:
             model = self._models.get(name)
             record = model.versions.get(version) if model else None
@@ -394,6 +424,38 @@ class ModelManager:
                 if left <= 0:
                     return False
                 self._changed.wait(left)
+
+    def wait_for_models(self, on_empty: Callable[[str, Path | None], None] | None = None,
+                        period_s: float = 1.0) -> dict[str, str]:
+        """Block until every model has had its wanted versions loaded or given up (TensorFlow Serving's
+        start: it listens only then), waiting on while a model has no version at all (`on_empty(name,
+        base_path)` is called once for each such model). Returns, by model, why a model has no available
+        version; empty when all are served. Models added meanwhile are waited for too."""
+        told: set[str] = set()
+        while not self._stop.is_set():
+            self.wait_settled(timeout=period_s)
+            with self._lock:
+                pending = any(r.loading is not None for m in self._models.values() for r in m.versions.values())
+                empty = sorted(name for name, m in self._models.items() if m.configured and not m.unloaded and not m.versions)
+                failed = {name: why_unavailable(m).strip(" ()") for name, m in self._models.items()
+                          if m.versions and not any(r.state is State.AVAILABLE for r in m.versions.values())}
+            if not pending and not empty:
+                return failed
+            for name in empty:
+                if name not in told and on_empty is not None:
+                    told.add(name)
+                    on_empty(name, self.sources.base_path(name))
+            if not pending:
+                self._stop.wait(period_s)  # the poller looks for versions; look at its findings again
+        return {}
+
+    def labels_on_unavailable_versions(self) -> list[tuple[str, str, int]]:
+        """(model, label, version) for every label of a model config file that names a version not
+        available: what TensorFlow Serving refuses without --allow_version_labels_for_unavailable_models."""
+        with self._lock:
+            return [(name, label, version) for name, m in sorted(self._models.items()) if m.configured
+                    for label, version in sorted(m.config.labels.items())
+                    if version not in m.versions or m.versions[version].state is not State.AVAILABLE]
 
     # --- for the repository's writers (service.repository.management) ------------------------------
 

@@ -150,17 +150,32 @@ class ModelConfigFile:
     """
 
     def __init__(self, path: Path | None, poll_wait_s: float = 0.0):
-        # None: no file, only the models set by ModelService's HandleReloadConfigRequest.
+        # None: no file, only the models set by ModelService's HandleReloadConfigRequest (or one model
+        # given by its base path, `single`).
         self.path = None if path is None else Path(path)
         self.poll_wait_s = poll_wait_s  # 0: read once, at start (TensorFlow Serving's default)
         self.models: dict[str, ConfiguredModel] = {}
         self.error: str | None = None
+        self._origin = "the model server config set by HandleReloadConfigRequest"
+
+    @classmethod
+    def single(cls, name: str, base_path: Path) -> ModelConfigFile:
+        """One model at `base_path`, its latest version served (TensorFlow Serving's `--model_name` and
+        `--model_base_path`, which build this one-model config); ConfigError for an invalid name."""
+        try:
+            check_model_name(name)
+        except BadRequest as e:
+            raise ConfigError(f"--model_name: {e.message}") from None
+        config = cls(None)
+        config._origin = f"the model at --model_base_path {base_path}"
+        config.accept({name: ConfiguredModel(name=name, base_path=Path(base_path), version_policy=VersionPolicy())})
+        return config
 
     @property
     def description(self) -> str:
         """What the models come from, for messages."""
         if self.path is None:
-            return "the model server config set by HandleReloadConfigRequest"
+            return self._origin
         return f"model config file {self.path}"
 
     def read(self) -> dict[str, ConfiguredModel]:

@@ -25,10 +25,17 @@ def _labelled(model: ModelRecord, name: str, version: int | None, label: str | N
     return model.config.labels[label]
 
 
+def _tf_serving_words(name: str, version: int | None) -> str:
+    # TensorFlow Serving's text for a servable it does not have, which its clients and tests look for
+    # ("Servable" in the details means the server is up and answering).
+    request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
+    return f" (Servable not found for request: {request})"
+
+
 def resolve(model: ModelRecord | None, name: str, version: int | None, label: str | None) -> VersionRecord:
     """The available version a request for `name` (at `version` or `label`) runs on, or the error it gets."""
     if model is None or (not model.versions and not model.on_disk):
-        raise NotFound(f"model '{name}' not found")
+        raise NotFound(f"model '{name}' not found{_tf_serving_words(name, version)}")
     version = _labelled(model, name, version, label)
     if version is None:
         available = [r for v, r in sorted(model.versions.items()) if r.state is State.AVAILABLE]
@@ -37,7 +44,7 @@ def resolve(model: ModelRecord | None, name: str, version: int | None, label: st
         raise Unavailable(f"no version of model '{name}' is available{why_unavailable(model)}")
     record = model.versions.get(version)
     if record is None:
-        raise NotFound(f"model '{name}' has no version {version}")
+        raise NotFound(f"model '{name}' has no version {version}{_tf_serving_words(name, version)}")
     if record.state is State.AVAILABLE:
         return record
     if record.state in (State.START, State.LOADING):

@@ -73,6 +73,12 @@ class Servable:
     uses_asset_paths: bool = False
     device: str = "cpu:0"  # canonical: the model's config.yaml `device`, else the server's default
 
+    @property
+    def checks_feed_shapes(self) -> bool:
+        """Whether requests must match the shapes the signatures declare (the server's
+        `check_input_shapes`; TensorFlow Serving feeds any shape)."""
+        return self.session.options.plan.check_feed_shapes
+
     def close(self) -> None:
         """Stop batching (queued requests still run); called once the version leaves service."""
         if self.scheduler is not None:
@@ -330,11 +336,11 @@ class _Loaded:
             session.run([], targets=[GRAPHDEF_INIT_OP])
 
 
-def _load_graph(source: Path | bytes) -> _Loaded:
+def _load_graph(source: Path | bytes, tags: tuple[str, ...] = ("serve",)) -> _Loaded:
     """The graph, its declared signatures, its platform and whether it holds asset paths: a
-    directory is a SavedModel, a file or bytes a GraphDef."""
+    directory is a SavedModel (its MetaGraph tagged `tags`), a file or bytes a GraphDef."""
     if isinstance(source, Path) and source.is_dir():
-        saved = load_saved_model(source, tags=("serve",))
+        saved = load_saved_model(source, tags=tags)
         # TF2 lists assets in asset_file_def, TF1 in a collection; either way they are files in assets/.
         uses_assets = saved.assets_dir is not None and any(saved.assets_dir.iterdir())
         return _Loaded(saved.graph, _declared_signatures(saved), SAVED_MODEL_PLATFORM, uses_assets, saved)
@@ -352,16 +358,18 @@ def load_servable(
     on_batch: Callable[[BatchStats], None] | None = None,
     default_device: str = "cpu",
     warmup: WarmupOptions | None = None,
+    saved_model_tags: tuple[str, ...] = ("serve",),
 ) -> Servable:
     """Parse, check, resolve signatures and warm up; raises LoadError saying what is wrong.
     `source` is a GraphDef (bytes, or a `model.pb[txt]` path) or a SavedModel directory. The
     version runs on config.yaml's `device`, else on `default_device`. The version directory's
-    warm-up file, if any, is replayed last (`warmup` says how).
+    warm-up file, if any, is replayed last (`warmup` says how). A SavedModel's MetaGraph is the one
+    tagged `saved_model_tags`.
     With `batching`, the servable gets a batch scheduler (started once everything else loaded)."""
     start = time.perf_counter()
     device = _device(config.device or default_device)
     try:
-        loaded = _load_graph(source)
+        loaded = _load_graph(source, saved_model_tags)
         graph, declared = loaded.graph, loaded.declared
         session = Session(graph, device=device, options=_options_for(device, options))
         loaded.initialize(session)

@@ -136,6 +136,13 @@ class ModelSources:
             return scan_versions(configured.base_path)
         return self.repository.versions(name) if self.repository is not None else {}
 
+    def base_path(self, name: str) -> Path | None:
+        """Where `name`'s versions are: its base_path in the config file, else its repository directory."""
+        configured = self._configured(name)
+        if configured is not None:
+            return configured.base_path
+        return self.repository.model_dir(name) if self.repository is not None else None
+
     def config_fingerprint(self, name: str) -> tuple | None:
         """Changes whenever the model's config does (its config.yaml, or its entry in the config file)."""
         configured = self._configured(name)

@@ -53,6 +53,7 @@ class WarmupOptions:
 
     iterations: int = 1
     check_method_name: bool = False
+    enabled: bool = True  # False: warm-up files are not replayed (`--enable_model_warmup=false`)
 
 
 class WarmupError(Exception):
@@ -69,6 +70,8 @@ def replay_warmup_file(servable: Servable, version_dir: Path, options: WarmupOpt
     WarmupError naming the file and the record (1-based) that failed, or a damaged file."""
     options = options or WarmupOptions()
     path = warmup_file(version_dir)
+    if not options.enabled:
+        return 0
     if not path.is_file():
         log.info("No warmup data file found at %s", path)
         return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+import cramjam
+
 from engine.saved_model.sstable import masked_crc32c
 from tests.fuzz.mutations import varint
 
@@ -23,18 +25,23 @@ def _block(entries: Sequence[tuple[bytes, bytes]]) -> bytes:
     return bytes(body) + b"".join(struct.pack("<I", r) for r in restarts) + struct.pack("<I", len(restarts))
 
 
-def _append_block(out: bytearray, block: bytes) -> bytes:
-    """Append `block` and its trailer; returns its handle (varint offset, varint size)."""
+def _append_block(out: bytearray, block: bytes, snappy: bool = False) -> bytes:
+    """Append `block` (Snappy-compressed, type 1, as TensorFlow 1.x wrote them, with `snappy`) and its
+    trailer; returns its handle (varint offset, varint size)."""
+    kind = b"\x00"
+    if snappy:
+        block, kind = bytes(cramjam.snappy.compress_raw(block)), b"\x01"
     handle = varint(len(out)) + varint(len(block))
-    out += block + b"\x00" + struct.pack("<I", masked_crc32c(block + b"\x00"))
+    out += block + kind + struct.pack("<I", masked_crc32c(block + kind))
     return handle
 
 
-def write_table(entries: Sequence[tuple[bytes, bytes]]) -> bytes:
-    """A table holding `entries` (in the order given) in one data block."""
+def write_table(entries: Sequence[tuple[bytes, bytes]], *, snappy: bool = False) -> bytes:
+    """A table holding `entries` (in the order given) in one data block, every block Snappy-compressed
+    with `snappy`."""
     out = bytearray()
-    data_handle = _append_block(out, _block(entries))
-    metaindex_handle = _append_block(out, _block([]))
-    index_handle = _append_block(out, _block([(b"\xff", data_handle)]))
+    data_handle = _append_block(out, _block(entries), snappy)
+    metaindex_handle = _append_block(out, _block([]), snappy)
+    index_handle = _append_block(out, _block([(b"\xff", data_handle)]), snappy)
     footer = (metaindex_handle + index_handle).ljust(40, b"\x00")
     return bytes(out) + footer + struct.pack("<Q", _MAGIC)

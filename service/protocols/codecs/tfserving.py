@@ -77,6 +77,8 @@ def load_json(body: bytes) -> Any:
     except RecursionError as e:
         raise BadRequest("JSON Parse error: the document is nested too deeply") from e
     except ValueError as e:  # malformed JSON and undecodable bytes alike
+        if not body.strip(b" \t\r\n"):  # rapidjson's words for a body of nothing but whitespace
+            raise BadRequest("JSON Parse error: The document is empty") from e
         raise BadRequest(f"JSON Parse error: {e}") from e
 
 
@@ -86,8 +88,9 @@ def parse_predict_body(body: bytes) -> dict:
     doc = load_json(body)
     if not isinstance(doc, dict):
         raise BadRequest(f"JSON Value: {_describe(doc)} is not an object")
-    _format_key(doc)
+    # NOTE: TF Serving checks the signature name first, so a bad one is named even without a format key.
     _signature_name(doc)
+    _format_key(doc)
     return doc
 
 
@@ -110,7 +113,7 @@ def decode_predict_inputs(doc: dict, specs: Sequence[TensorSpec]) -> PredictRequ
 def _format_key(doc: dict) -> str:
     has_instances, has_inputs = "instances" in doc, "inputs" in doc
     if has_instances and has_inputs:
-        raise BadRequest("expecting only one of 'inputs' or 'instances' keys to exist, not both")
+        raise BadRequest("Not formatted correctly: expecting only one of 'inputs' or 'instances' keys to exist, not both")
     if not (has_instances or has_inputs):
         raise BadRequest("Missing 'inputs' or 'instances' key")
     return "instances" if has_instances else "inputs"
@@ -150,7 +153,7 @@ def _decode_instances(instances: Any, specs: Sequence[TensorSpec]) -> dict[str, 
     if type(instances) is not list:
         raise BadRequest(f"expecting 'instances' to be a list, not {_describe(instances)}")
     if not instances:
-        raise BadRequest("No values in 'instances' list")
+        raise BadRequest("No values in 'instances' array")
     by_alias = {spec.alias: spec for spec in specs}
     # NOTE: like TF Serving, the first instance decides whether instances are objects by alias.
     if not _is_named(instances[0]):

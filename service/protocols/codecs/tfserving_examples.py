@@ -162,6 +162,8 @@ def encode_classification(result: Classification) -> bytes:
     """`{"results": [[[label, score], ...], ...]}`: a list of (label, score) pairs per example; labels
     are "" without a `classes` output, scores 0.0 without a `scores` output."""
     batch, k = result.shape
+    if batch == 0:
+        raise BadRequest("Cannot convert empty ClassificationResults to JSON")
     if result.labels is not None:
         labels = [[_label(item) for item in row] for row in result.labels.tolist()]
     else:
@@ -176,6 +178,8 @@ def encode_classification(result: Classification) -> bytes:
 
 def encode_regression(result: Regression) -> bytes:
     """`{"results": [value, ...]}`: one value per example."""
+    if not np.asarray(result.values).size:
+        raise BadRequest("Cannot convert empty RegressionResults to JSON")
     return _dumps({_RESULTS_KEY: tf_float32_digits(np.asarray(result.values, dtype=np.float32))})
 
 

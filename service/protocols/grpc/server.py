@@ -26,6 +26,7 @@ from service.auth import check_admin, check_api
 from service.errors import ServiceError
 from service.inference.dataplane import DataPlane
 from service.protocols.grpc import kserve, tfserving
+from service.protocols.grpc.options import channel_arguments, credentials
 from service.protocols.grpc.rpc import grpc_status
 from service.protocols.grpc.services import (
     INFERENCE_SERVICE,
@@ -115,11 +116,15 @@ class GrpcServer:
                 ("grpc.max_send_message_length", min(settings.max_response_bytes, 2**31 - 1)),
                 # Without this, a second server on the same port would start and share its traffic.
                 ("grpc.so_reuseport", 0),
+                # The deployment's own (--grpc_channel_arguments) come last: gRPC takes the last of a key.
+                *channel_arguments(settings.grpc_channel_arguments),
             ],
         )
+        self._credentials = credentials(settings)  # read now: a bad SSL config file stops the start
         self._server.add_generic_rpc_handlers((
             generic_handler(PREDICTION_SERVICE, tfserving.PredictionService(
-                plane, check_method_name=settings.signature_method_name_check), raw=tfserving.RAW_METHODS),
+                plane, check_method_name=settings.signature_method_name_check,
+                tensor_content=settings.predict_tensor_content), raw=tfserving.RAW_METHODS),
             generic_handler(MODEL_SERVICE, tfserving.ModelService(plane.manager, reload_timeout_s=settings.request_timeout_s)),
             generic_handler(INFERENCE_SERVICE, kserve.InferenceService(plane, management, settings.archive_limits()),
                             raw=kserve.RAW_METHODS),
@@ -127,38 +132,43 @@ class GrpcServer:
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         served = [PREDICTION_SERVICE, MODEL_SERVICE, INFERENCE_SERVICE]
-        self._health_names = ["", *served]
+        # TensorFlow Serving's --enable_grpc_healthcheck_service answers for "ModelService" and
+        # "PredictionService", short names its users' probes ask for.
+        self._health_names = ["", *served, "ModelService", "PredictionService"]
         reflection.enable_server_reflection(
             [*served, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server,
             pool=reflection_pool([health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]))
         self._health_task: asyncio.Task | None = None
         self._stopping: asyncio.Task | None = None
 
-    def _credentials(self) -> grpc.ServerCredentials | None:
-        s = self.settings
-        if s.grpc_tls_cert is None:
-            return None
-        ca = s.grpc_tls_ca.read_bytes() if s.grpc_tls_ca is not None else None
-        return grpc.ssl_server_credentials([(s.grpc_tls_key.read_bytes(), s.grpc_tls_cert.read_bytes())],
-                                           root_certificates=ca, require_client_auth=ca is not None)
-
-    async def start(self, host: str, port: int) -> int:
-        """Listen on `host:port` (0: a free port) and serve; the port listened on. OSError when the
-        port cannot be bound."""
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        credentials = self._credentials()
+    def _listen(self, address: str) -> int:
         try:
-            bound = (self._server.add_secure_port(address, credentials) if credentials is not None
+            bound = (self._server.add_secure_port(address, self._credentials) if self._credentials is not None
                      else self._server.add_insecure_port(address))
         except RuntimeError as e:
             raise OSError(f"cannot listen for gRPC on {address}: {e}") from None
         if not bound:
             raise OSError(f"cannot listen for gRPC on {address}")
+        return bound
+
+    async def start(self, host: str, port: int | None) -> int:
+        """Listen on `host:port` (0: a free port; None: no TCP port) and on `settings.grpc_socket_path`
+        when set, and serve; the TCP port listened on (0 without one). OSError when one cannot be bound."""
+        bound = 0
+        secure = " (TLS)" if self._credentials is not None else ""
+        if port is not None:
+            bound = self._listen(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        if self.settings.grpc_socket_path is not None:
+            # gRPC replaces a socket file left at the path (by an earlier server, say), as TensorFlow Serving's does.
+            self._listen(f"unix:{self.settings.grpc_socket_path}")
         await self._server.start()
         self.port = bound
         await self._update_health()
         self._health_task = asyncio.create_task(self._watch_health())
-        log.info("gRPC listening on %s:%d%s", host, bound, " (TLS)" if credentials is not None else "")
+        if port is not None:
+            log.info("gRPC listening on %s:%d%s", host, bound, secure)
+        if self.settings.grpc_socket_path is not None:
+            log.info("gRPC listening on unix:%s%s", self.settings.grpc_socket_path, secure)
         return bound
 
     async def _update_health(self) -> None:

@@ -62,26 +62,29 @@ def _model_spec(spec: model_pb2.ModelSpec, has_spec: bool = True) -> tuple[str, 
     return spec.name, None, None
 
 
-def _predict_response(request: predict_pb2.PredictRequest, result: InferResult) -> bytes:
+def _predict_response(request: predict_pb2.PredictRequest, result: InferResult, typed_fields: bool = True) -> bytes:
+    # TensorFlow Serving's default puts values in the typed `*_val` fields (Tensor::AsProtoField), which
+    # clients read; --enable_serialization_as_tensor_content packs numbers into tensor_content instead.
     response = predict_pb2.PredictResponse()
     examples.fill_model_spec(response.model_spec, request.model_spec.name, request.model_spec.signature_name,
                              result.version)
     for spec, value in result.outputs:
         if spec.composite is None:
-            response.outputs[spec.alias].CopyFrom(from_array(value, typed_fields=True))
+            response.outputs[spec.alias].CopyFrom(from_array(value, typed_fields=typed_fields))
             continue
         for part, array in zip(spec.composite.components, value.arrays()):
-            response.outputs[part.alias].CopyFrom(from_array(array, typed_fields=True))
+            response.outputs[part.alias].CopyFrom(from_array(array, typed_fields=typed_fields))
     return response.SerializeToString()
 
 
 class PredictionService:
     """tensorflow.serving.PredictionService over a data plane."""
 
-    def __init__(self, plane: DataPlane, *, check_method_name: bool = False):
+    def __init__(self, plane: DataPlane, *, check_method_name: bool = False, tensor_content: bool = False):
         self.plane = plane
         self.manager = plane.manager
         self.check_method_name = check_method_name
+        self.typed_fields = not tensor_content
 
     @rpc
     async def Predict(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -95,7 +98,7 @@ class PredictionService:
                     result = await plane.infer(servable, signature, inputs, outputs, obs, timeout_s=deadline_s(context))
             plane.response_limit.check_outputs((spec.alias, value, PROTO_FIELDS) for spec, value in result.outputs)
             size = sum(getattr(value, "nbytes", 0) for _, value in result.outputs)
-            return await plane.maybe_call(size, _predict_response, request, result)
+            return await plane.maybe_call(size, _predict_response, request, result, self.typed_fields)
 
     async def _examples(self, request, context: grpc.aio.ServicerContext, run, response):
         name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
