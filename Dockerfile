@@ -1,21 +1,35 @@
 # syntax=docker/dockerfile:1
-# tensorgate's container image: python:3.11-slim, dependencies installed from a pinned, hashed lock,
-# a non-root user, the example models baked in at /models for a quick start.
+# tensorgate's container image, a drop-in for the tensorflow/serving image: python:3.11-slim,
+# dependencies installed from a pinned, hashed lock, a non-root user, the example models baked in at
+# /models for a quick start.
 #
 #   docker build -t tensorgate:0.1.0 .
-#   docker run --rm -p 8000:8000 -p 8001:8001 tensorgate:0.1.0                              # the example models
-#   docker run --rm -p 8000:8000 -p 8001:8001 -v "$PWD/my_models:/models" tensorgate:0.1.0  # your repository
 #
-# HTTP (TensorFlow Serving REST, the Open Inference Protocol, /metrics) listens on 8000, gRPC (TensorFlow
-# Serving's and the Open Inference Protocol's services, grpc.health.v1.Health, reflection) on 8001;
-# -e TENSORGATE_GRPC_PORT=0 turns gRPC off.
+# By default it runs as tensorflow/serving does (deploy/docker/tf_serving_entrypoint.sh): TensorFlow
+# Serving's command line, `tensorflow_model_server`, serving the model MODEL_NAME (default model) from
+# MODEL_BASE_PATH/MODEL_NAME (default /models/model), gRPC on 8500 and REST on 8501; arguments after the
+# image name are more of its flags:
+#
+#   docker run --rm -p 8500:8500 -p 8501:8501 -e MODEL_NAME=half_plus_two tensorgate:0.1.0          # an example model
+#   docker run --rm -p 8501:8501 -v "$PWD/my_model:/models/my_model" -e MODEL_NAME=my_model tensorgate:0.1.0
+#   docker run --rm -p 8500:8500 -p 8501:8501 -v "$PWD/models:/models" tensorgate:0.1.0 \
+#       --model_config_file=/models/models.config --enable_batching
+#
+# A first argument that is not a flag is a command: `tensorgate serve` runs tensorgate's own server on
+# the whole model repository at /models, HTTP (TensorFlow Serving REST, the Open Inference Protocol,
+# /metrics) on 8000 and gRPC (TensorFlow Serving's and the Open Inference Protocol's services,
+# grpc.health.v1.Health, reflection) on 8001, configured by TENSORGATE_* variables
+# (-e TENSORGATE_GRPC_PORT=0 turns gRPC off):
+#
+#   docker run --rm -p 8000:8000 -p 8001:8001 tensorgate:0.1.0 tensorgate serve                              # the example models
+#   docker run --rm -p 8000:8000 -p 8001:8001 -v "$PWD/my_models:/models" tensorgate:0.1.0 tensorgate serve  # your repository
 #
 # The GPU variant is the same file with two build arguments: CuPy for CUDA 12 and the CUDA libraries
 # it loads come from requirements-gpu.lock (PyPI wheels, so no CUDA base image is needed; the NVIDIA
 # container runtime brings the driver), and the server runs models on the GPU by default:
 #
 #   docker build --build-arg REQUIREMENTS=requirements-gpu.lock --build-arg DEVICE=gpu -t tensorgate:0.1.0-gpu .
-#   docker run --rm --gpus all -p 8000:8000 -p 8001:8001 tensorgate:0.1.0-gpu
+#   docker run --rm --gpus all -p 8500:8500 -p 8501:8501 -e MODEL_NAME=half_plus_two tensorgate:0.1.0-gpu
 #
 # Size (estimated from the installed packages, see docs/deploy.md): CPU about 270 MB uncompressed
 # (python:3.11-slim ~125 MB + /opt/venv ~145 MB); GPU about 3 GB (the CUDA libraries).
@@ -48,9 +62,15 @@ LABEL org.opencontainers.image.title="tensorgate" \
       org.opencontainers.image.description="A model server for TensorFlow graphs (TF Serving REST and the Open Inference Protocol)" \
       org.opencontainers.image.licenses="Apache-2.0"
 # A fixed uid/gid >= 10000, so that it never maps to a host user and Kubernetes' runAsNonRoot can check it.
+# TensorFlow Serving's binary is /usr/bin/tensorflow_model_server: manifests that name it by path find
+# ours there (the venv's console script, copied below).
 RUN groupadd --system --gid 10001 tensorgate \
-    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin tensorgate
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin tensorgate \
+    && ln -s /opt/venv/bin/tensorflow_model_server /usr/bin/tensorflow_model_server
 COPY --from=build /opt/venv /opt/venv
+# TensorFlow Serving's entrypoint, at its path, and the health check (see HEALTHCHECK below).
+COPY --chmod=0755 deploy/docker/tf_serving_entrypoint.sh /usr/bin/tf_serving_entrypoint.sh
+COPY deploy/docker/healthcheck.py /usr/local/lib/tensorgate/healthcheck.py
 # The example models, owned by the server's user: uploads, staging and trash live inside the repository.
 # Mount your own repository over /models (the documented path); a mount replaces these.
 COPY --chown=10001:10001 models/ /models/
@@ -63,14 +83,21 @@ ENV PATH=/opt/venv/bin:$PATH \
     TENSORGATE_HOST=0.0.0.0 \
     TENSORGATE_PORT=8000 \
     TENSORGATE_GRPC_PORT=8001 \
-    TENSORGATE_MODEL_REPOSITORY=/models \
-    TENSORGATE_DEVICE=${DEVICE}
+    TENSORGATE_DEVICE=${DEVICE} \
+    MODEL_BASE_PATH=/models \
+    MODEL_NAME=model
+# No TENSORGATE_MODEL_REPOSITORY here: tensorflow_model_server would serve the whole repository beside
+# its model. The entrypoint gives commands (`tensorgate serve`) MODEL_BASE_PATH as the repository.
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8000 8001
-# Liveness over HTTP, not readiness: a model that fails to load keeps the server unready (by design)
-# but must not get the container restarted in a loop by an orchestrator that acts on "unhealthy".
-# With TENSORGATE_TLS_CERT the port speaks HTTPS; the check asks for liveness, not identity.
+# gRPC and REST of TensorFlow Serving's command line; HTTP and gRPC of `tensorgate serve`.
+EXPOSE 8500 8501 8000 8001
+# The two command lines listen on different ports (and flags move them), so the check reads the
+# server's command line from /proc and asks the port it serves HTTP on for /v2/health/live: liveness,
+# not readiness (a model that fails to load keeps the server unready by design, but must not get the
+# container restarted in a loop by an orchestrator that acts on "unhealthy"); with gRPC alone, whether
+# the gRPC port accepts connections. tensorflow_model_server listens only once its models have loaded:
+# start-period covers that, as it covers warm-up for `tensorgate serve`.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import os, ssl, urllib.request; tls = bool(os.environ.get('TENSORGATE_TLS_CERT')); urllib.request.urlopen('%s://127.0.0.1:%s/v2/health/live' % ('https' if tls else 'http', os.environ.get('TENSORGATE_PORT', '8000')), timeout=2, context=ssl._create_unverified_context() if tls else None)"]
-ENTRYPOINT ["tensorgate", "serve"]
+    CMD ["python", "/usr/local/lib/tensorgate/healthcheck.py"]
+ENTRYPOINT ["/usr/bin/tf_serving_entrypoint.sh"]

@@ -9,8 +9,8 @@ Packages, in the order a request goes through them:
   servables wrapping engine sessions, the manager).
 - `observability`: Prometheus metrics, live statistics and the dashboard.
 
-Beside them: `cli` (the `tensorgate` command) -> `server` (uvicorn) -> `app` (the FastAPI app that
-wires everything), `settings` (every `TENSORGATE_*` knob), `auth` (bearer tokens) and `errors` (the
+Beside them: `cli` (the `tensorgate` command) or `tfserving_cli` (`tensorflow_model_server`, TensorFlow
+Serving's command line) -> `server` (uvicorn) -> `app` (the FastAPI app that wires everything), `settings` (every `TENSORGATE_*` knob), `auth` (bearer tokens) and `errors` (the
 one table mapping errors to status codes).
 """
 

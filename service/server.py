@@ -31,6 +31,7 @@ from starlette.datastructures import State
 
 from service.app import create_app
 from service.observability.access_log import log_config
+from service.repository.server_core import labels_on_unavailable_versions, wait_for_models
 from service.settings import Settings
 
 __all__ = ["serve", "BackgroundServer", "ModelsUnavailable", "TensorgateServer"]
@@ -156,12 +157,12 @@ def _wait_for_models(server: TensorgateServer) -> None:
 
     manager = server.app_state.manager
     manager.start()
-    failed = manager.wait_for_models(on_empty=no_versions)
+    failed = wait_for_models(manager, on_empty=no_versions)
     if failed:
         manager.stop()
         problems = ", ".join(f"{{{name} due to error: {why}}}" for name, why in sorted(failed.items()))
         raise ModelsUnavailable(f"{len(failed)} model(s) did not become available: {{{problems}}}")
-    unavailable = manager.labels_on_unavailable_versions()
+    unavailable = labels_on_unavailable_versions(manager)
     if unavailable and not server.app_state.settings.allow_version_labels_for_unavailable_models:
         manager.stop()
         name, label, version = unavailable[0]

@@ -10,7 +10,8 @@ Flags are parsed as TensorFlow's `Flags::Parse` does (`--name=value`; a bool als
 of a repeated flag wins) with TensorFlow Serving's defaults (`tensorflow_serving/model_servers/main.cc`,
 `server.h`), and each is mapped onto a `service.settings.Settings` field. Settings no flag covers still
 come from `TENSORGATE_*` variables (TENSORGATE_HOST binds an address other than TensorFlow Serving's
-0.0.0.0, TENSORGATE_ADMIN_TOKEN, ...). As TensorFlow Serving, the server loads every model before it
+0.0.0.0, TENSORGATE_ADMIN_TOKEN, ...), and so does a tuning setting whose flag is not given
+(TENSORGATE_POLL_INTERVAL_S without --file_system_poll_wait_seconds); ports and models come from flags. As TensorFlow Serving, the server loads every model before it
 listens, and exits with "Failed to start server" when one cannot load.
 
 A flag that only tunes TensorFlow's own runtime (XLA, GPU memory fraction, TFLite pools, ...) is accepted
@@ -276,11 +277,39 @@ def settings_from_flags(given: dict[str, Any], environ: dict[str, str] | None = 
     if config_file:  # as TensorFlow Serving: the config file wins, --model_name/--model_base_path are ignored
         fields["model_config_file"] = Path(config_file)
     else:
+        if "://" in base_path:  # gs://, s3://, hdfs://: TensorFlow's file systems, which tensorgate has not
+            raise FlagError(f"--model_base_path={base_path} is a URL; tensorgate reads local directories only "
+                            "(mount the bucket, or sync it to a volume)")
         fields["model_base_path"] = Path(base_path)
         fields["model_name"] = _flag(given, "model_name")
     if "TENSORGATE_HOST" not in environ:
         fields["host"] = "0.0.0.0"  # TensorFlow Serving listens on every interface
+    # A tuning setting whose flag was not given keeps its TENSORGATE_* variable, where one is set, over
+    # TensorFlow Serving's default; the listeners and the models come from the flags alone.
+    for field, flags in _ENV_FALLBACK.items():
+        if field in fields and not any(f in given for f in flags) and f"TENSORGATE_{field.upper()}" in environ:
+            del fields[field]
     return fields
+
+
+# Settings fields a TENSORGATE_* variable may set when their flags are not given.
+_ENV_FALLBACK = {
+    "request_timeout_s": ("rest_api_timeout_in_ms",),
+    "cors": ("rest_api_enable_cors_support",),
+    "batching": ("enable_batching",),
+    "load_threads": ("num_load_threads",),
+    "load_retries": ("max_num_load_retries",),
+    "load_retry_interval_s": ("load_retry_interval_micros",),
+    "poll_interval_s": ("file_system_poll_wait_seconds",),
+    "model_config_file_poll_wait_seconds": ("model_config_file_poll_wait_seconds",),
+    "saved_model_tags": ("saved_model_tags",),
+    "grpc_channel_arguments": ("grpc_channel_arguments",),
+    "grpc_alts": ("use_alts_credentials",),
+    "warmup": ("enable_model_warmup",),
+    "signature_method_name_check": ("enable_signature_method_name_check",),
+    "predict_tensor_content": ("enable_serialization_as_tensor_content",),
+    "allow_version_labels_for_unavailable_models": ("allow_version_labels_for_unavailable_models",),
+}
 
 
 def _warn_ignored(given: dict[str, Any]) -> None:

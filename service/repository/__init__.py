@@ -20,8 +20,10 @@ goes from files to serving:
   is none, as NotFound or Unavailable.
 - `management`: the writes clients ask for (uploads, deletes, labels, the v2 repository's load and
   unload), each validated as a servable before it lands, then handed to the manager.
-- `manager`: which versions are loaded, kept in step with the disk (polling, loading, retiring), and
-  the leases requests take on them.
+- `manager`: which versions are loaded, kept in step with the disk (polling, loading with retries,
+  retiring), and the leases requests take on them.
+- `server_core`: what TensorFlow Serving's ServerCore adds on top: a start that loads every model before
+  the server listens (`tensorflow_model_server`), and ReloadConfig (HandleReloadConfigRequest).
 
 The model repository on disk: `<root>/<model>/<version>/` plus an optional `<model>/config.yaml`.
 

@@ -1,22 +1,28 @@
 """How a version becomes a Servable: loaded and warmed up with the server's session options, its model's
 batching (config.yaml over the server's defaults) and device, reporting batches and load times to the
-metrics. The one place servables are made: the manager's background loads, and the validation load of a
-management write (service.repository.management), so both serve the same thing.
+metrics. The one place servables are made: the manager's background loads (retried after a failure when
+the server says so), and the validation load of a management write (service.repository.management), so
+both serve the same thing.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import SessionOptions
+from engine.errors import EngineError
 from service.inference.batching import BatchingOptions, BatchStats, resolve_batching
 from service.repository.config import ModelConfig
 from service.repository.servable import LoadError, Servable, load_servable
 from service.repository.warmup import WarmupOptions
 
 __all__ = ["VersionLoader"]
+
+log = logging.getLogger("tensorgate.manager")
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,31 @@ class VersionLoader:
     device: str = "cpu"  # where versions run unless their config.yaml names a device
     warmup: WarmupOptions = field(default_factory=WarmupOptions)  # how versions replay their warm-up files
     saved_model_tags: tuple[str, ...] = ("serve",)  # the MetaGraph a SavedModel version serves
+
+    def load_retrying(self, name: str, version: int, source, config: ModelConfig, *, retries: int, interval_s: float,
+                      still_wanted: Callable[[], bool], stop: threading.Event) -> tuple[Servable | None, str | None]:
+        """Load (as `load`), and after a failure load again up to `retries` times, `interval_s` apart, while
+        `still_wanted()` and not `stop` (TensorFlow Serving's --max_num_load_retries, retried in the load
+        thread as its loader harness does). The servable, or None and why the last attempt failed."""
+        servable, error = self._attempt(name, version, source, config)
+        for retry in range(1, retries + 1):
+            if servable is not None or not still_wanted():
+                break
+            log.warning("loading model %s version %d failed (%s); retrying in %g s (retry %d of %d)",
+                        name, version, error, interval_s, retry, retries)
+            if stop.wait(interval_s):
+                break
+            servable, error = self._attempt(name, version, source, config)
+        return servable, error
+
+    def _attempt(self, name: str, version: int, source, config: ModelConfig) -> tuple[Servable | None, str | None]:
+        try:
+            return self.load(name, version, source, config), None
+        except (LoadError, EngineError, OSError) as e:
+            return None, str(e)
+        except Exception as e:  # an engine bug must not leave the version LOADING forever
+            log.exception("loading %s version %d failed", name, version)
+            return None, f"internal error while loading: {type(e).__name__}: {e}"
 
     def load(self, name: str, version: int, source, config: ModelConfig) -> Servable:
         """Load and warm up a version with the model's batching options. Raises LoadError."""

@@ -19,18 +19,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from engine import SessionOptions
-from engine.errors import EngineError
-from service.errors import BadRequest, NotFound, Unavailable
+from service.errors import NotFound, Unavailable
 from service.inference.batching import BatchingOptions, BatchStats
 from service.repository import ModelRepository, VersionFiles
 from service.repository.config import ConfigError, ModelConfig
 from service.repository.loading import VersionLoader
-from service.repository.model_config_file import ConfiguredModel
 from service.repository.resolve import removed_from, resolve, status_records, why_unavailable
-from service.repository.servable import LoadError, Servable
+from service.repository.servable import Servable
 from service.repository.sources import ModelSources
 from service.repository.versions import ModelRecord, State, VersionRecord, VersionStatus
 from service.repository.warmup import WarmupOptions
@@ -142,34 +139,6 @@ class ModelManager:
             self.poll()
         return changed
 
-    def reload_server_config(self, models: dict[str, ConfiguredModel], timeout_s: float) -> None:
-        """Serve `models` as the configured models from now on (TensorFlow Serving's ReloadConfig):
-        models left out unload, new ones load, policies and labels apply. Waits up to `timeout_s` for
-        the new models to become available; Unavailable names those that did not. BadRequest when a
-        model clashes with the repository (nothing changes then)."""
-        try:
-            with self.disk_write():
-                new = self.sources.replace_configured(models)
-        except ConfigError as e:
-            raise BadRequest(str(e)) from None
-        self.poll()
-        deadline = time.monotonic() + timeout_s
-        for name in sorted(new):
-            self.wait_settled(name, max(deadline - time.monotonic(), 0.0))
-        failed = {name: self.why_unavailable(name) for name in sorted(new) if not self.versions_available(name)}
-        if failed:
-            # TensorFlow Serving's words (ServerCore::WaitUntilModelsAvailable).
-            listed = "".join(f"{{name: {n}{why}}}, " for n, why in failed.items())
-            raise Unavailable(f"{len(failed)} model(s) did not become available: {{{listed}}}")
-
-    def config_base_dir(self) -> Path:
-        """Where relative base paths of a reloaded model server config start: the model config file's
-        directory, or the working directory without one (as TensorFlow Serving)."""
-        config_file = self.sources.config_file
-        if config_file is not None and config_file.path is not None:
-            return config_file.path.absolute().parent
-        return Path.cwd()
-
     def poll(self) -> None:
         """Compare the repository with what is loaded, once; start loads and unloads as needed.
 
@@ -242,15 +211,6 @@ class ModelManager:
         config, version = model.config, record.version
         self._loader.submit(self._load, model.name, version, source, config, token)
 
-    def _try_load(self, name: str, version: int, source, config: ModelConfig) -> tuple[Servable | None, str | None]:
-        try:
-            return self.loader.load(name, version, source, config), None
-        except (LoadError, EngineError, OSError) as e:
-            return None, str(e)
-        except Exception as e:  # an engine bug must not leave the version LOADING forever
-            log.exception("loading %s version %d failed", name, version)
-            return None, f"internal error while loading: {type(e).__name__}: {e}"
-
     def _still_wanted(self, name: str, version: int, token: object) -> bool:
         with self._lock:
             model = self._models.get(name)
@@ -258,17 +218,9 @@ class ModelManager:
             return record is not None and record.loading is token
 
     def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
-        servable, error = self._try_load(name, version, source, config)
-        # Retried in this load thread, as TensorFlow Serving's loader harness does, while the version is
-        # still wanted (not superseded, unloaded, or the server stopping).
-        for retry in range(1, self.load_retries + 1):
-            if servable is not None or not self._still_wanted(name, version, token):
-                break
-            log.warning("loading model %s version %d failed (%s); retrying in %g s (retry %d of %d)",
-                        name, version, error, self.load_retry_interval_s, retry, self.load_retries)
-            if self._stop.wait(self.load_retry_interval_s):
-                break
-            servable, error = self._try_load(name, version, source, config)
+        servable, error = self.loader.load_retrying(
+            name, version, source, config, retries=self.load_retries, interval_s=self.load_retry_interval_s,
+            still_wanted=lambda: self._still_wanted(name, version, token), stop=self._stop)
         with self._lock:
             model = self._models.get(name)
             record = model.versions.get(version) if model else None
@@ -425,37 +377,14 @@ class ModelManager:
                     return False
                 self._changed.wait(left)
 
-    def wait_for_models(self, on_empty: Callable[[str, Path | None], None] | None = None,
-                        period_s: float = 1.0) -> dict[str, str]:
-        """Block until every model has had its wanted versions loaded or given up (TensorFlow Serving's
-        start: it listens only then), waiting on while a model has no version at all (`on_empty(name,
-        base_path)` is called once for each such model). Returns, by model, why a model has no available
-        version; empty when all are served. Models added meanwhile are waited for too."""
-        told: set[str] = set()
-        while not self._stop.is_set():
-            self.wait_settled(timeout=period_s)
-            with self._lock:
-                pending = any(r.loading is not None for m in self._models.values() for r in m.versions.values())
-                empty = sorted(name for name, m in self._models.items() if m.configured and not m.unloaded and not m.versions)
-                failed = {name: why_unavailable(m).strip(" ()") for name, m in self._models.items()
-                          if m.versions and not any(r.state is State.AVAILABLE for r in m.versions.values())}
-            if not pending and not empty:
-                return failed
-            for name in empty:
-                if name not in told and on_empty is not None:
-                    told.add(name)
-                    on_empty(name, self.sources.base_path(name))
-            if not pending:
-                self._stop.wait(period_s)  # the poller looks for versions; look at its findings again
-        return {}
-
-    def labels_on_unavailable_versions(self) -> list[tuple[str, str, int]]:
-        """(model, label, version) for every label of a model config file that names a version not
-        available: what TensorFlow Serving refuses without --allow_version_labels_for_unavailable_models."""
+    def records(self) -> dict[str, ModelRecord]:
+        """Every model's record, for readers in this package that hold `locked()` while they read them."""
         with self._lock:
-            return [(name, label, version) for name, m in sorted(self._models.items()) if m.configured
-                    for label, version in sorted(m.config.labels.items())
-                    if version not in m.versions or m.versions[version].state is not State.AVAILABLE]
+            return dict(self._models)
+
+    def stopped(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for `stop()`; whether it was called."""
+        return self._stop.wait(timeout)
 
     # --- for the repository's writers (service.repository.management) ------------------------------
 

@@ -166,6 +166,9 @@ class ModelConfigFile:
             check_model_name(name)
         except BadRequest as e:
             raise ConfigError(f"--model_name: {e.message}") from None
+        if "://" in str(base_path):
+            raise ConfigError(f"--model_base_path {base_path} is a URL; tensorgate reads local directories only "
+                              "(mount the bucket, or sync it to a volume)")
         config = cls(None)
         config._origin = f"the model at --model_base_path {base_path}"
         config.accept({name: ConfiguredModel(name=name, base_path=Path(base_path), version_policy=VersionPolicy())})

@@ -1,4 +1,5 @@
-"""Tools for the deployment checks: helm (fetched by tools/get_helm.py), and rendering the chart.
+"""Tools for the deployment checks: helm (fetched by tools/get_helm.py), rendering the chart, and reading
+what it rendered (the server container, its variables, the Settings it starts with, NOTES.txt).
 
 A tool that cannot be had (no network, nothing cached) skips its tests, saying why; nothing here
 needs a cluster or a Docker engine.
@@ -7,19 +8,25 @@ needs a cluster or a Docker engine.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
+
+from service.settings import Settings
+from service.tfserving_cli import parse_flags, settings_from_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "tensorgate"
 KUBE_VERSION = "1.32.0"  # helm 3.17's Kubernetes; kubernetes-validate ships its schemas
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
+GRPC_PROBES = ("--set", "probes.type=grpc")
 
 # The chart's values profiles, as `helm template` arguments.
 PROFILES: dict[str, list[str]] = {
@@ -31,6 +38,8 @@ PROFILES: dict[str, list[str]] = {
            "--set", "models.s3.existingSecret=s3-credentials", "--set", "models.s3.syncIntervalSeconds=60",
            "--set", "adminToken.value=not-a-real-token",
            "--set-json", 'models.configs={"iris_classifier": {"version_policy": {"latest": 2}, "labels": {"stable": 1, "canary": 2}}}'],
+    # TensorFlow Serving's command line, serving one of the image's example models.
+    "tfserving": ["--set", "server.interface=tfserving", "--set", "server.tfserving.modelName=half_plus_two"],
 }
 
 
@@ -78,3 +87,47 @@ def find(objects: list[dict], kind: str, name_suffix: str = "") -> dict:
     matches = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)]
     assert len(matches) == 1, f"{kind} *{name_suffix}: {[o['metadata']['name'] for o in matches]}"
     return matches[0]
+
+
+def server(objects: list[dict]) -> dict:
+    return next(c for c in find(objects, "Deployment")["spec"]["template"]["spec"]["containers"] if c["name"] == "tensorgate")
+
+
+def pod_spec(objects: list[dict]) -> dict:
+    return find(objects, "Deployment")["spec"]["template"]["spec"]
+
+
+def settings_of(objects: list[dict]) -> Settings:
+    """The Settings the rendered server container starts with, built by its own command line's parser:
+    `tensorgate serve` reads its TENSORGATE_* variables; tensorflow_model_server its flags, then those."""
+    container, env = server(objects), environment(objects)
+    with mock.patch.dict(os.environ, env, clear=True):
+        if container["command"] == ["tensorgate", "serve"]:
+            assert "args" not in container
+            return Settings()
+        assert container["command"] == ["tensorflow_model_server"]
+        given, unknown = parse_flags(container["args"])
+        assert not unknown, unknown
+        return Settings(**settings_from_flags(given, environ=env))
+
+
+def environment(objects: list[dict]) -> dict[str, str]:
+    """The server's TENSORGATE_* variables with literal values: its settings ConfigMap (envFrom), then its env."""
+    container = server(objects)
+    assert container["envFrom"] == [{"configMapRef": {"name": "tg-tensorgate-settings"}}]
+    variables = dict(find(objects, "ConfigMap", "-settings")["data"])
+    variables.update({e["name"]: e["value"] for e in container.get("env") or [] if "value" in e})
+    return variables
+
+
+def notes(helm, tmp_path, *args: str) -> str:
+    """NOTES.txt as `helm install` prints it: `helm template` leaves NOTES out, so a copy of the chart
+    renders it as a string inside an object."""
+    chart = tmp_path / "tensorgate"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}' + (CHART / "templates" / "NOTES.txt").read_text() + "{{- end }}")
+    (chart / "templates" / "notes.yaml").write_text('notes: {{ include "notes" . | toJson }}\n')
+    result = run_helm(helm, "template", "tg", str(chart), "--namespace", "serving", "--kube-version", KUBE_VERSION,
+                      "--show-only", "templates/notes.yaml", *args)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["notes"]

@@ -1,21 +1,37 @@
 """The helm chart, without a cluster: `helm lint --strict`, `helm template` of every values profile,
 every rendered object validated against Kubernetes' own schemas (kubernetes-validate --strict; the
 CRD kinds against schemas of ours in schemas/), and what a deployment relies on asserted on the
-rendered YAML: probes, security context, ports (HTTP and gRPC), TLS, labels, storage, autoscaling."""
+rendered YAML: probes, security context, ports (HTTP and gRPC), TLS, labels, storage, autoscaling.
+TensorFlow Serving's command line (server.interface=tfserving) has test_chart_tfserving.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import subprocess
 from pathlib import Path
+from unittest import mock
 
 import jsonschema
 import pytest
 import yaml
 
 from service.settings import Settings
-from tests.deploy.conftest import CHART, KUBE_VERSION, PROFILES, ROOT, SERVICE_MONITOR_API, find, run_helm, tool
+from tests.deploy.conftest import (
+    CHART,
+    GRPC_PROBES,
+    KUBE_VERSION,
+    PROFILES,
+    ROOT,
+    SERVICE_MONITOR_API,
+    environment,
+    find,
+    notes,
+    pod_spec,
+    run_helm,
+    server,
+    tool,
+)
 
 SCHEMAS = Path(__file__).parent / "schemas"
 # Kinds kubernetes-validate has no schema for (it would only warn and pass them): each is checked
@@ -26,33 +42,18 @@ CRD_SCHEMAS = {
 }
 KSERVE_RUNTIME = ROOT / "deploy" / "kserve" / "servingruntime.yaml"
 # Settings the chart owns: host/ports/repository are fixed by the pod layout, the tokens come from Secrets,
-# the TLS files from Secrets mounted by grpc.tls and http.tls.
+# the TLS files from Secrets mounted by grpc.tls and http.tls; HTTP is always served (probes, Service,
+# ServiceMonitor and helm test use it); the one model of TensorFlow Serving's command line comes from
+# server.tfserving.
 CHART_MANAGED_SETTINGS = {"model_repository", "host", "port", "grpc_port", "admin_token", "api_token",
-                          "tls_cert", "tls_key", "tls_ca", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca"}
+                          "tls_cert", "tls_key", "tls_ca", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_ca",
+                          "http", "model_name", "model_base_path"}
 # Listener variants beside the profiles: gRPC health probes; TLS on both ports (mutual on gRPC); mutual
 # TLS on HTTP, probed over gRPC (the kubelet has no client certificate for HTTPS).
-GRPC_PROBES = ("--set", "probes.type=grpc")
 TLS = ("--set", "grpc.tls.existingSecret=tg-grpc-tls", "--set", "grpc.tls.verifyClients=true",
        "--set", "http.tls.existingSecret=tg-http-tls", "--api-versions", SERVICE_MONITOR_API)
 MUTUAL_HTTP_TLS = (*GRPC_PROBES, "--set", "http.tls.existingSecret=tg-http-tls", "--set", "http.tls.verifyClients=true")
 LISTENER_VARIANTS = {"grpc-probes": GRPC_PROBES, "tls": TLS, "mutual-http-tls": MUTUAL_HTTP_TLS}
-
-
-def server(objects: list[dict]) -> dict:
-    return next(c for c in find(objects, "Deployment")["spec"]["template"]["spec"]["containers"] if c["name"] == "tensorgate")
-
-
-def pod_spec(objects: list[dict]) -> dict:
-    return find(objects, "Deployment")["spec"]["template"]["spec"]
-
-
-def environment(objects: list[dict]) -> dict[str, str]:
-    """The server's TENSORGATE_* variables with literal values: its settings ConfigMap (envFrom), then its env."""
-    container = server(objects)
-    assert container["envFrom"] == [{"configMapRef": {"name": "tg-tensorgate-settings"}}]
-    variables = dict(find(objects, "ConfigMap", "-settings")["data"])
-    variables.update({e["name"]: e["value"] for e in container.get("env") or [] if "value" in e})
-    return variables
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -340,19 +341,6 @@ def test_helm_test_pod_calls_the_health_endpoints(render, variant):
     compile(script, "test-health", "exec")  # the rendered script is Python
 
 
-def notes(helm, tmp_path, *args: str) -> str:
-    """NOTES.txt as `helm install` prints it: `helm template` leaves NOTES out, so a copy of the chart
-    renders it as a string inside an object."""
-    chart = tmp_path / "tensorgate"
-    shutil.copytree(CHART, chart)
-    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}' + (CHART / "templates" / "NOTES.txt").read_text() + "{{- end }}")
-    (chart / "templates" / "notes.yaml").write_text('notes: {{ include "notes" . | toJson }}\n')
-    result = run_helm(helm, "template", "tg", str(chart), "--namespace", "serving", "--kube-version", KUBE_VERSION,
-                      "--show-only", "templates/notes.yaml", *args)
-    assert result.returncode == 0, result.stderr
-    return yaml.safe_load(result.stdout)["notes"]
-
-
 def test_notes_print_the_grpc_address(helm, tmp_path):
     text = notes(helm, tmp_path)
     assert "http://tg-tensorgate.serving.svc:8000" in text
@@ -387,6 +375,7 @@ def test_invalid_values_fail_with_a_reason(helm):
         ("--set", "http.tls.existingSecret=tg-http-tls", "--set", "http.tls.verifyClients=true"): "probes.type=http cannot be combined with http.tls.verifyClients",
         ("--set", "grpc.tls.verifyClients=true"): "grpc.tls.verifyClients needs grpc.tls.existingSecret",
         ("--set", "grpc.port=8000"): "grpc.port and service.port",
+        ("--set", "server.interface=triton"): "server.interface",
     }
     for args, reason in cases.items():
         result = run_helm(helm, "template", "tg", str(CHART), *args)
@@ -399,9 +388,6 @@ def test_settings_render_as_the_variables_the_server_reads(render):
     assert data["TENSORGATE_BATCHING"] == "true"
     assert json.loads(data["TENSORGATE_BATCHING_ALLOWED_BATCH_SIZES"]) == [8, 16, 32]
     environ = {k: v for k, v in data.items() if k.startswith("TENSORGATE_")}
-    import os
-    from unittest import mock
-
     with mock.patch.dict(os.environ, environ, clear=True):
         settings = Settings()
     assert settings.batching and settings.batching_allowed_batch_sizes == [8, 16, 32] and settings.port == 8000

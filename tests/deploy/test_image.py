@@ -1,8 +1,9 @@
 """The container image's recipe, without a Docker engine: hadolint finds nothing in the Dockerfile,
 the Dockerfile keeps its promises (multi-stage, python:3.11-slim, installs from the hashed lock,
-non-root uid >= 10000, exec-form `tensorgate serve`, a health check, HTTP and gRPC ports, models at
-/models), and the
-locks pin every runtime dependency of pyproject.toml."""
+non-root uid >= 10000, the tensorflow/serving image's exec-form entrypoint with its MODEL_NAME and
+MODEL_BASE_PATH, a health check for both command lines, TensorFlow Serving's and tensorgate's ports,
+models at /models), and the locks pin every runtime dependency of pyproject.toml. The entrypoint and
+the health check themselves run in test_image_entrypoint.py."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def instructions() -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
     text = re.sub(r"\\\n", " ", "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")))
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in text.splitlines() if line.strip()]
+
+
+def final_stage() -> list[tuple[str, str]]:
+    """The instructions of the image's last stage, the one that runs."""
+    steps = instructions()
+    return steps[max(i for i, (op, _) in enumerate(steps) if op == "FROM"):]
 
 
 def pins(lock) -> dict[str, str]:
@@ -50,16 +57,39 @@ def test_dockerfile_builds_a_small_non_root_image_from_the_lock():
     user = next(args for op, args in final if op == "USER")
     uid, gid = (int(x) for x in user.split(":"))
     assert uid >= 10000 and gid >= 10000
-    assert ("ENTRYPOINT", '["tensorgate", "serve"]') in final  # exec form
-    healthcheck = next(args for op, args in final if op == "HEALTHCHECK")
-    assert "/v2/health/live" in healthcheck and "CMD [" in healthcheck
     assert any(op == "COPY" and args.endswith("models/ /models/") for op, args in final)
     env = " ".join(args for op, args in final if op == "ENV")
-    assert "TENSORGATE_MODEL_REPOSITORY=/models" in env and "TENSORGATE_HOST=0.0.0.0" in env
+    assert "TENSORGATE_HOST=0.0.0.0" in env
     assert "TENSORGATE_DEVICE=${DEVICE}" in env and ("ARG", "DEVICE=cpu") in final
-    # HTTP on 8000, gRPC on 8001 (as Triton), both declared.
+    # tensorgate serve: HTTP on 8000, gRPC on 8001 (as Triton).
     assert "TENSORGATE_PORT=8000" in env and "TENSORGATE_GRPC_PORT=8001" in env
-    assert ("EXPOSE", "8000 8001") in final
+    # TensorFlow Serving's ports (gRPC 8500, REST 8501) beside tensorgate's, all declared.
+    assert ("EXPOSE", "8500 8501 8000 8001") in final
+
+
+def test_entrypoint_is_the_tensorflow_serving_images():
+    final = final_stage()
+    # Exec form, at TensorFlow Serving's path, so that manifests naming it as their command work too.
+    assert ("ENTRYPOINT", '["/usr/bin/tf_serving_entrypoint.sh"]') in final
+    assert ("COPY", "--chmod=0755 deploy/docker/tf_serving_entrypoint.sh /usr/bin/tf_serving_entrypoint.sh") in final
+    env = " ".join(args for op, args in final if op == "ENV")
+    assert "MODEL_BASE_PATH=/models" in env and "MODEL_NAME=model" in env  # tensorflow/serving's defaults
+    # The repository variable would make tensorflow_model_server serve every model of /models beside
+    # its own; the entrypoint gives it to commands (tensorgate serve) instead.
+    assert "TENSORGATE_MODEL_REPOSITORY" not in env
+    # TensorFlow Serving's binary: the package's console script, also at the tensorflow/serving image's path.
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["tensorflow_model_server"] == "service.tfserving_cli:main" and scripts["tensorgate"] == "service.cli:main"
+    runs = " ".join(args for op, args in final if op == "RUN")
+    assert "ln -s /opt/venv/bin/tensorflow_model_server /usr/bin/tensorflow_model_server" in runs
+
+
+def test_healthcheck_runs_the_script_for_both_command_lines():
+    final = final_stage()
+    healthcheck = next(args for op, args in final if op == "HEALTHCHECK")
+    assert healthcheck.endswith('CMD ["python", "/usr/local/lib/tensorgate/healthcheck.py"]'), healthcheck
+    assert "--start-period=" in healthcheck  # tensorflow_model_server listens only once its models loaded
+    assert ("COPY", "deploy/docker/healthcheck.py /usr/local/lib/tensorgate/healthcheck.py") in final
 
 
 def test_build_context_holds_what_the_dockerfile_copies():
@@ -68,7 +98,8 @@ def test_build_context_holds_what_the_dockerfile_copies():
         if op == "COPY" and "--from=" not in args:
             sources = [a for a in args.split() if not a.startswith("--")][:-1]
             for source in sources:
-                assert source.rstrip("/") in allowed, source
+                source = source.rstrip("/")
+                assert any(source == path or source.startswith(path + "/") for path in allowed), source
                 assert (ROOT / source).exists(), source
 
 

@@ -101,6 +101,14 @@ def test_ports_socket_and_files_map_onto_settings(tmp_path):
     assert f["load_retries"] == 0 and f["load_retry_interval_s"] == 0.25
 
 
+def test_tuning_variables_stand_where_their_flags_are_not_given():
+    environ = {"TENSORGATE_POLL_INTERVAL_S": "7", "TENSORGATE_LOAD_RETRIES": "0", "TENSORGATE_GRPC_PORT": "9"}
+    f = fields("--model_base_path=/m", "--max_num_load_retries=2", environ=environ)
+    assert "poll_interval_s" not in f  # Settings reads the variable
+    assert f["load_retries"] == 2 and f["grpc_port"] == 8500  # a flag given, a listener: the flags decide
+    assert Settings(**f).poll_interval_s == 2.0  # this process's environment has no such variable
+
+
 def test_a_host_from_the_environment_is_kept():
     assert "host" not in fields("--model_base_path=/m", environ={"TENSORGATE_HOST": "127.0.0.1"})
 
@@ -132,6 +140,7 @@ def test_the_same_port_for_rest_and_grpc_serves_grpc_alone(caplog):
       "--tensorflow_inter_op_parallelism=1"], "You cannot configure all."),
     (["--model_base_path=/m", "--platform_config_file=/p"], "--platform_config_file is not supported"),
     (["--model_base_path=/m", "--rest_api_port=70000"], "between 0 and 65535"),
+    (["--model_base_path=gs://bucket/models/m"], "is a URL; tensorgate reads local directories only"),
 ])
 def test_combinations_tensorflow_serving_refuses_are_refused_with_its_words(args, message):
     given, _ = parse_flags(args)

@@ -38,6 +38,7 @@ from service.protocols.proto import (
 )
 from service.repository.manager import ModelManager
 from service.repository.model_config_file import models_of_server_config
+from service.repository.server_core import config_base_dir, reload_server_config
 
 __all__ = ["PredictionService", "ModelService", "RAW_METHODS"]
 
@@ -195,6 +196,6 @@ class ModelService:
         if kind != "model_config_list":
             raise BadRequest("ServerModelConfig type not supported by HandleReloadConfigRequest. Only ModelConfigList "
                              "is currently supported")
-        models = models_of_server_config(config, "HandleReloadConfigRequest", self.manager.config_base_dir())
+        models = models_of_server_config(config, "HandleReloadConfigRequest", config_base_dir(self.manager))
         timeout = self.reload_timeout_s if timeout_s is None else min(timeout_s, self.reload_timeout_s)
-        await asyncio.to_thread(self.manager.reload_server_config, models, timeout)
+        await asyncio.to_thread(reload_server_config, self.manager, models, timeout)
