@@ -195,6 +195,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         device=settings.device,
         warmup=WarmupOptions(settings.warmup_iterations, settings.signature_method_name_check, enabled=settings.warmup),
         saved_model_tags=tuple(settings.saved_model_tags),
+        per_version_batching=settings.per_version_batching_parameters,
         load_retries=settings.load_retries,
         load_retry_interval_s=settings.load_retry_interval_s,
     )

@@ -218,6 +218,12 @@ class Settings(BaseSettings):
     in protobuf text format): turns batching on (as `--enable_batching`) with its fields as the
     server-wide defaults, fields it leaves out taking the `batching_*` settings."""
 
+    per_version_batching_parameters: bool = False
+    """Where batching is on by default (`batching`, or a batching parameters file), each SavedModel version's
+    own `batching_params.pbtxt` (a BatchingParameters text proto, fields it leaves out taking the server's)
+    decides its batching, and a version without one is not batched: TensorFlow Serving's
+    `--enable_per_model_batching_parameters`. A model whose config.yaml has a `batching:` key keeps it."""
+
     executor_cache_capacity: int = Field(64, ge=1)
     """Compiled plans kept per model version (one per distinct feed/fetch signature)."""
 

@@ -71,9 +71,9 @@ FLAGS: tuple[Flag, ...] = (
          "to models that are not available yet."),
     Flag("batching_parameters_file", str, "", "If non-empty, read an ascii BatchingParameters protobuf from the "
          "supplied file name and use the contained values instead of the defaults."),
-    Flag("enable_per_model_batching_parameters", bool, False, "Enables model specific batching params from "
-         "`batching_params.pbtxt` in the SavedModel dir.", "refused",
-         "per-model batching parameters come from each model's config.yaml (`batching:`) in tensorgate"),
+    Flag("enable_per_model_batching_parameters", bool, False, "Enables model specific batching params like batch "
+         "sizes, timeouts, batching feature flags to be read from `batching_params.pbtxt` file present in SavedModel "
+         "dir of the model. This option is only applicable when --enable_batching flag is set."),
     Flag("model_config_file", str, "", "If non-empty, read an ascii ModelServerConfig protobuf from the supplied "
          "file name, and serve the models in that file. (If used, --model_name, --model_base_path are ignored.)"),
     Flag("model_config_file_poll_wait_seconds", int, 0, "Interval in seconds between each poll of the filesystem for "
@@ -250,6 +250,7 @@ def settings_from_flags(given: dict[str, Any], environ: dict[str, str] | None = 
         "request_timeout_s": max(_flag(given, "rest_api_timeout_in_ms"), 1) / 1000,
         "cors": _flag(given, "rest_api_enable_cors_support"),
         "batching": _flag(given, "enable_batching"),
+        "per_version_batching_parameters": _flag(given, "enable_per_model_batching_parameters"),
         "load_threads": max(_flag(given, "num_load_threads"), 1),
         "load_retries": max(_flag(given, "max_num_load_retries"), 0),
         "load_retry_interval_s": max(retry_micros, 0) / 1e6,
@@ -297,6 +298,7 @@ _ENV_FALLBACK = {
     "request_timeout_s": ("rest_api_timeout_in_ms",),
     "cors": ("rest_api_enable_cors_support",),
     "batching": ("enable_batching",),
+    "per_version_batching_parameters": ("enable_per_model_batching_parameters",),
     "load_threads": ("num_load_threads",),
     "load_retries": ("max_num_load_retries",),
     "load_retry_interval_s": ("load_retry_interval_micros",),

@@ -12,15 +12,20 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from engine import SessionOptions
 from engine.errors import EngineError
 from service.inference.batching import BatchingOptions, BatchStats, resolve_batching
-from service.repository.config import ModelConfig
+from service.inference.batching_parameters import read_batching_parameters
+from service.repository.config import ConfigError, ModelConfig
 from service.repository.servable import LoadError, Servable, load_servable
 from service.repository.warmup import WarmupOptions
 
-__all__ = ["VersionLoader"]
+__all__ = ["PER_VERSION_BATCHING_FILE", "VersionLoader"]
+
+# TensorFlow Serving's kBatchingParamsFilename, in a SavedModel version's directory.
+PER_VERSION_BATCHING_FILE = "batching_params.pbtxt"
 
 log = logging.getLogger("tensorgate.manager")
 
@@ -41,6 +46,20 @@ class VersionLoader:
     device: str = "cpu"  # where versions run unless their config.yaml names a device
     warmup: WarmupOptions = field(default_factory=WarmupOptions)  # how versions replay their warm-up files
     saved_model_tags: tuple[str, ...] = ("serve",)  # the MetaGraph a SavedModel version serves
+    # TensorFlow Serving's --enable_per_model_batching_parameters: where batching is on by default, a
+    # version's own `batching_params.pbtxt` decides, and a version without one is not batched.
+    per_version_batching: bool = False
+
+    def _version_batching(self, source) -> BatchingOptions | None:
+        """A version's own batching parameters (`<version>/batching_params.pbtxt`, fields it leaves out
+        taking the server's), or None without the file: that version is not batched."""
+        path = Path(source) / PER_VERSION_BATCHING_FILE if isinstance(source, Path) and source.is_dir() else None
+        if path is None or not path.is_file():
+            return None
+        try:
+            return read_batching_parameters(path, self.batching_defaults)
+        except ConfigError as e:
+            raise LoadError(str(e)) from None
 
     def load_retrying(self, name: str, version: int, source, config: ModelConfig, *, retries: int, interval_s: float,
                       still_wanted: Callable[[], bool], stop: threading.Event) -> tuple[Servable | None, str | None]:
@@ -73,6 +92,8 @@ class VersionLoader:
             batching = resolve_batching(config.batching, self.batching_defaults, self.batching_by_default)
         except ValueError as e:
             raise LoadError(f"config.yaml batching: {e}") from None
+        if self.per_version_batching and batching is not None and config.batching is None:
+            batching = self._version_batching(source)
         on_batch = None
         if batching is not None and self.on_batch is not None:
             on_batch = functools.partial(self.on_batch, name, version)

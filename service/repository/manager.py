@@ -61,6 +61,7 @@ class ModelManager:
         device: str = "cpu",
         warmup: WarmupOptions | None = None,
         saved_model_tags: tuple[str, ...] = ("serve",),
+        per_version_batching: bool = False,
         load_retries: int = 0,
         load_retry_interval_s: float = 60.0,
     ):
@@ -69,7 +70,7 @@ class ModelManager:
         self.loader = VersionLoader(session_options, batching_defaults=batching or BatchingOptions(),
                                     batching_by_default=batching_by_default, on_batch=on_batch, on_load=on_load,
                                     device=device, warmup=warmup or WarmupOptions(),
-                                    saved_model_tags=saved_model_tags)
+                                    saved_model_tags=saved_model_tags, per_version_batching=per_version_batching)
         # TensorFlow Serving's --max_num_load_retries and --load_retry_interval_micros: a failed load is
         # tried again this many times, this long apart, before the version is given up.
         self.load_retries = load_retries

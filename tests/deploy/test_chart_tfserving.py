@@ -31,7 +31,7 @@ SAMPLE_SETTINGS = {
     "load_threads": 3, "log_level": "warning", "max_loop_iterations": 999, "max_queued_requests": 9,
     "max_request_bytes": 1000001, "max_request_memory_bytes": 4000004, "max_response_bytes": 3000003,
     "max_upload_bytes": 2000002, "model_config_file": "/models/models.config", "model_config_file_poll_wait_seconds": 7,
-    "monitoring_config_file": "/models/monitoring.config", "poll_interval_s": 3, "predict_tensor_content": True,
+    "monitoring_config_file": "/models/monitoring.config", "poll_interval_s": 3, "predict_tensor_content": True, "per_version_batching_parameters": True,
     "prun_max_handles": 7, "prun_timeout_s": 12.5, "request_timeout_s": 2.5, "saved_model_tags": ["serve", "tpu"],
     "shutdown_grace_s": 12.5, "signature_method_name_check": True, "single_threaded_blas": False, "tune_allocator": False,
     "warmup": False, "warmup_iterations": 3,

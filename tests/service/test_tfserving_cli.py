@@ -195,3 +195,53 @@ def test_a_flag_without_effect_is_named_once_in_a_warning(tmp_path):
     assert result.returncode == 255  # the config file is missing: the warnings come before
     assert result.stderr.count("--xla_cpu_compilation_enabled is accepted and has no effect") == 1
     assert result.stderr.count("--per_process_gpu_memory_fraction is accepted and has no effect") == 1
+
+
+# --- --enable_per_model_batching_parameters ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("file_text, expected", [
+    ("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 250 }\n", (8, 250)),
+    (None, None),  # no file: that version is not batched
+])
+def test_a_versions_own_batching_parameters_decide_its_batching(tmp_path, file_text, expected):
+    from engine import SessionOptions
+    from service.inference.batching import BatchingOptions
+    from service.repository.config import ModelConfig
+    from service.repository.loading import PER_VERSION_BATCHING_FILE, VersionLoader
+
+    version = tmp_path / "123"
+    shutil.copytree(HALF_PLUS_TWO, version)
+    if file_text is not None:
+        (version / PER_VERSION_BATCHING_FILE).write_text(file_text)
+    loader = VersionLoader(SessionOptions(), batching_defaults=BatchingOptions(max_batch_size=32, num_batch_threads=2),
+                           batching_by_default=True, per_version_batching=True)
+    servable = loader.load("m", 123, version, ModelConfig())
+    try:
+        if expected is None:
+            assert servable.scheduler is None
+        else:
+            options = servable.scheduler.options
+            assert (options.max_batch_size, options.batch_timeout_micros) == expected
+            assert options.num_batch_threads == 2  # a field the file leaves out: the server's
+    finally:
+        servable.close()
+
+
+def test_a_bad_per_version_batching_file_fails_that_versions_load(tmp_path):
+    from engine import SessionOptions
+    from service.repository.config import ModelConfig
+    from service.repository.loading import PER_VERSION_BATCHING_FILE, VersionLoader
+    from service.repository.servable import LoadError
+
+    version = tmp_path / "123"
+    shutil.copytree(HALF_PLUS_TWO, version)
+    (version / PER_VERSION_BATCHING_FILE).write_text("max_batch_size: 8\n")
+    loader = VersionLoader(SessionOptions(), batching_by_default=True, per_version_batching=True)
+    with pytest.raises(LoadError, match="batching_params.pbtxt: Error parsing text-format tensorflow.serving.BatchingParameters"):
+        loader.load("m", 123, version, ModelConfig())
+
+
+def test_the_flag_maps_onto_the_setting():
+    assert fields("--model_base_path=/m", "--enable_batching", "--enable_per_model_batching_parameters")[
+        "per_version_batching_parameters"] is True

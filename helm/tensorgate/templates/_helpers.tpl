@@ -154,6 +154,7 @@ load_threads: {flag: num_load_threads}
 model_config_file: {flag: model_config_file}
 model_config_file_poll_wait_seconds: {flag: model_config_file_poll_wait_seconds}
 poll_interval_s: {flag: file_system_poll_wait_seconds}
+per_version_batching_parameters: {flag: enable_per_model_batching_parameters}
 predict_tensor_content: {flag: enable_serialization_as_tensor_content}
 request_timeout_s: {flag: rest_api_timeout_in_ms, scale: 1000}
 saved_model_tags: {flag: saved_model_tags}
