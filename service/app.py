@@ -181,7 +181,7 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     stats = LiveStats()
 
     def on_batch(model: str, version: int, batch: BatchStats) -> None:
-        plane.observe_batch(model, version, batch.rows)  # plane exists before any batch runs
+        plane.observe_batch(model, version, batch.rows, batch.compute_s)  # plane exists before any batch runs
 
     manager = ModelManager(
         sources,

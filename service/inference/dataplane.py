@@ -25,15 +25,28 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine.compile.plan import format_shape
-from service.errors import BadRequest, DeadlineExceeded, ServiceError, Unavailable, status_of
+from service.errors import (
+    BadRequest,
+    DeadlineExceeded,
+    ServiceError,
+    Unavailable,
+    status_of,
+)
 from service.inference.admission import AdmissionPool, Overloaded
 from service.inference.batching import QueueFull
 from service.inference.inline import InlineCosts
 from service.inference.response_limit import ResponseLimit
 from service.observability.metrics import Metrics
+from service.observability.model_stats import ModelStatistics
 from service.repository.manager import ModelManager
 from service.repository.servable import Servable
-from service.repository.signatures import OutputValue, Signature, TensorSpec, composite_value, fetched_tensors
+from service.repository.signatures import (
+    OutputValue,
+    Signature,
+    TensorSpec,
+    composite_value,
+    fetched_tensors,
+)
 
 __all__ = ["InferResult", "DataPlane", "Observation", "ClientDisconnected", "check_input", "INLINE_BYTES"]
 
@@ -111,6 +124,7 @@ class Observation:
         self.version = ""
         self.queue_s: float | None = None
         self.compute_s: float | None = None
+        self.rows = 1  # the inputs' leading dimension: the inferences a request asked for
 
 
 class DataPlane:
@@ -123,8 +137,9 @@ class DataPlane:
 
     def __init__(self, manager: ModelManager, *, threads: int, timeout_s: float, metrics: Metrics | None = None,
                  stats: Any | None = None, inline_compute_s: float = INLINE_COMPUTE_S, max_queued: int = 2**31,
-                 max_response_bytes: int | None = None):
+                 max_response_bytes: int | None = None, model_stats: ModelStatistics | None = None):
         self.manager = manager
+        self.model_stats = model_stats or ModelStatistics()  # Triton's statistics extension
         self.response_limit = ResponseLimit(max_response_bytes)
         self.timeout_s = timeout_s
         self.inline = InlineCosts(inline_compute_s)
@@ -237,6 +252,9 @@ class DataPlane:
             self.metrics.observe_request(model_label, obs.version, protocol, outcome, duration, obs.queue_s, obs.compute_s)
             if self.stats is not None and model_label:
                 self.stats.record_request(model_label, obs.version, protocol, duration, outcome == "success", obs.queue_s)
+            if obs.version:
+                self.model_stats.record_request(obs.model, obs.version, duration_s=duration, ok=outcome == "success",
+                                                rows=obs.rows, queue_s=obs.queue_s, compute_s=obs.compute_s)
 
     @contextlib.contextmanager
     def lease(self, model: str, obs: Observation, version: int | None = None, label: str | None = None):
@@ -297,6 +315,7 @@ class DataPlane:
                 future = self._pool.submit(self._run_timed, servable, feeds, fetches, key, time.perf_counter())
                 values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         obs.queue_s, obs.compute_s = queue_s, compute_s
+        obs.rows = next((a.shape[0] for a in feeds.values() if a.ndim), 1)
         # Whoever encodes the outputs holds them to `response_limit` by its encoding (routes, gRPC
         # handlers, service.inference.examples), once per request.
         return InferResult(servable.model, servable.version, signature, _grouped(specs, values))
@@ -307,11 +326,13 @@ class DataPlane:
         values = servable.run(feeds, fetches)
         end = time.perf_counter()
         self.inline.record(servable, key, end - start)
-        self.observe_batch(servable.model, servable.version, next((a.shape[0] for a in feeds.values() if a.ndim), 1))
+        self.observe_batch(servable.model, servable.version, next((a.shape[0] for a in feeds.values() if a.ndim), 1),
+                           end - start)
         return values, start - submitted, end - start
 
-    def observe_batch(self, model: str, version: int, rows: int) -> None:
-        """One model execution over `rows` rows (a batch, or a request run alone)."""
+    def observe_batch(self, model: str, version: int, rows: int, compute_s: float) -> None:
+        """One model execution over `rows` rows (a batch, or a request run alone), `compute_s` long."""
         self.metrics.observe_batch(model, str(version), rows)
+        self.model_stats.record_execution(model, str(version), batch_size=rows, compute_s=compute_s)
         if self.stats is not None:
             self.stats.record_batch(model, str(version), rows)

@@ -17,8 +17,9 @@ import numpy as np
 
 import service
 from engine.devices import parse_device
-from service.errors import BadRequest
+from service.errors import BadRequest, NotFound
 from service.inference.dataplane import DataPlane, InferResult, Observation
+from service.protocols.classification import classification_count, top_k
 from service.protocols.codecs import v2, v2_tensors
 from service.repository.manager import ModelManager
 from service.repository.signatures import TensorSpec
@@ -32,13 +33,16 @@ __all__ = [
     "model_config",
     "index_rows",
     "check_request",
+    "raw_infer_request",
+    "statistics",
     "timeout_s",
     "priority",
     "output_tensors",
     "infer",
 ]
 
-EXTENSIONS = ["binary_tensor_data", "model_repository", "model_configuration", "parameters"]
+EXTENSIONS = ["classification", "binary_tensor_data", "model_repository", "model_configuration", "parameters",
+              "statistics"]
 
 
 def server_metadata() -> dict[str, Any]:
@@ -79,6 +83,58 @@ def model_metadata(manager: ModelManager, model: str, version: int | None) -> di
         "inputs": [_tensor_metadata(s) for s in signature.inputs],
         "outputs": [_tensor_metadata(s) for s in _served_outputs(signature.outputs)],
     }
+
+
+def raw_infer_request(manager: ModelManager, model: str, version: int | None, body: bytes) -> v2.InferRequest:
+    """A raw binary request (Triton's binary data extension, `Inference-Header-Content-Length: 0`): the
+    body is the one input's bytes, its shape deduced from the model's: its one variable dimension from
+    the byte count, or, with two, batch 1 and the other from the byte count; a BYTES input is one
+    element (shape [1], or [1, 1] batched). Every output comes back as binary data. BadRequest where a shape cannot be deduced."""
+    signature = manager.servable(model, version).signature(None)
+    if len(signature.inputs) != 1:
+        raise BadRequest(f"a raw binary request carries one input, but model '{model}' has {len(signature.inputs)} "
+                         f"({', '.join(s.alias for s in signature.inputs)}); send an inference header naming them")
+    spec = signature.inputs[0]
+    if spec.dtype is None or spec.shape is None:
+        raise BadRequest(f"a raw binary request needs input '{spec.alias}' of model '{model}' to declare its "
+                         "datatype and shape, from which the tensor's shape is deduced")
+    dims = list(spec.shape)
+    if dims and dims[0] is None and (spec.dtype == np.dtype(object) or dims[1:].count(None) == 1):
+        dims[0] = 1  # a batch of one, the other variable dimension deduced (a lone one is deduced itself)
+    if spec.dtype == np.dtype(object):
+        if any(d not in (1, None) for d in dims):
+            raise BadRequest(f"a raw binary request for BYTES input '{spec.alias}' is one element, but the input "
+                             f"has shape {_dims(spec)}")
+        array = np.empty([1] * len(dims), dtype=object)
+        array.reshape(-1)[0] = bytes(body)
+        return v2.InferRequest(None, (v2.InferInput(spec.alias, array),), None, {"binary_data_output": True})
+    unknown = [i for i, d in enumerate(dims) if d is None]
+    if len(unknown) > 1:
+        raise BadRequest(f"a raw binary request cannot deduce the shape of input '{spec.alias}' {_dims(spec)}: "
+                         "more than one dimension besides the leading (batch) one is variable")
+    known = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
+    row = known * spec.dtype.itemsize
+    if row == 0 or len(body) % row or (not unknown and len(body) != row):
+        raise BadRequest(f"a raw binary request of {len(body)} bytes does not fill input '{spec.alias}' "
+                         f"({_datatype(spec)}, shape {_dims(spec)})")
+    if unknown:
+        dims[unknown[0]] = len(body) // row
+    array = np.frombuffer(body, dtype=spec.dtype.newbyteorder("<")).astype(spec.dtype, copy=False).reshape(dims)
+    return v2.InferRequest(None, (v2.InferInput(spec.alias, array),), None, {"binary_data_output": True})
+
+
+def statistics(plane: DataPlane, model: str | None, version: int | None) -> dict[str, Any]:
+    """Triton's statistics extension: `{"model_stats": [...]}` for every loaded version of every model, of
+    `model`, or for `model`'s `version` alone; NotFound (in Triton's words) for a model or version not loaded."""
+    manager = plane.manager
+    loaded = [s for s in manager.index() if s.state is State.AVAILABLE]
+    if model is not None:
+        loaded = [s for s in loaded if s.model == model and (version is None or s.version == version)]
+        if not loaded:
+            which = f"'{model}'" if version is None else f"'{model}' version {version}"
+            raise NotFound(f"requested model {which} is not available" if manager.knows(model)
+                           else f"Request for unknown model: '{model}' is not found")
+    return {"model_stats": [plane.model_stats.document(s.model, str(s.version)) for s in loaded]}
 
 
 def model_ready(manager: ModelManager, model: str, version: int | None) -> bool:
@@ -179,8 +235,7 @@ def check_request(request: v2.InferRequest) -> str | None:
     if len(set(names)) != len(names):
         raise BadRequest(f"input names must be unique; got {names}")
     for o in request.outputs or ():
-        if "classification" in o.parameters:
-            raise BadRequest(f"output '{o.name}': the classification extension is not supported")
+        classification_count(o.parameters, o.name)  # a bad count is refused before the model runs
     signature_name = request.parameters.get("signature_name")
     if signature_name is not None and not isinstance(signature_name, str):
         raise BadRequest("the 'signature_name' parameter must be a string")
@@ -221,7 +276,12 @@ def output_tensors(request: v2.InferRequest, result: InferResult, *, binary_defa
     for spec, value in result.outputs:
         asked = requested.get(spec.alias)
         binary = asked.binary if asked is not None and asked.binary is not None else default
-        if spec.composite is None:
+        count = classification_count(asked.parameters, spec.alias) if asked is not None else 0
+        if count and spec.composite is None:
+            # Triton's classification extension: the top classes, of each batch row where the model batches.
+            batched = spec.shape[0] is None if spec.shape else value.ndim >= 2
+            outputs.append((spec.alias, top_k(value, count, batched=batched), binary))
+        elif spec.composite is None:
             outputs.append((spec.alias, value, binary))
         else:  # a ragged or sparse output: its components, each a tensor of its own
             outputs.extend((part.alias, array, binary) for part, array in zip(spec.composite.components, value.arrays()))

@@ -151,6 +151,23 @@ async def ready(request: Request) -> JSONResponse:
 # --- models --------------------------------------------------------------------------------------
 
 
+@router.get("/v2/models/stats", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
+def all_statistics(request: Request) -> dict[str, Any]:
+    """Triton's statistics extension: counts and cumulative durations of every loaded version."""
+    return oip.statistics(_plane(request), None, None)
+
+
+@router.get("/v2/models/{model}/stats", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
+def model_statistics(request: Request, model: str) -> dict[str, Any]:
+    return oip.statistics(_plane(request), model, None)
+
+
+@router.get("/v2/models/{model}/versions/{version}/stats", dependencies=[Depends(require_api)],
+            responses=_VERSION_READ_ERRORS)
+def version_statistics(request: Request, model: str, version: str) -> dict[str, Any]:
+    return oip.statistics(_plane(request), model, parse_version(version))
+
+
 @router.get("/v2/models/{model}", dependencies=[Depends(require_api)], responses=_READ_ERRORS)
 def model_metadata(request: Request, model: str) -> dict[str, Any]:
     """Inputs and outputs (of the default signature) with datatypes and shapes (-1: any size)."""
@@ -202,7 +219,10 @@ async def _infer(request: Request, model: str, version: int | None) -> Response:
         header = request.headers.get(HEADER_LENGTH)
         if header is not None and not ASCII_DIGITS.fullmatch(header.strip()):
             raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
-        decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
+        if header is not None and int(header) == 0:  # a raw binary request: the body is the one input's bytes
+            decoded = await plane.maybe_call(len(body), oip.raw_infer_request, plane.manager, model, version, body)
+        else:
+            decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
         result = await oip.infer(plane, model, version, decoded, obs, disconnected=lambda: wait_for_disconnect(request))
         size = sum(value.nbytes for _, value in result.outputs)
         outputs = oip.output_tensors(decoded, result, binary_default=False)

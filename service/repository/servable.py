@@ -273,10 +273,13 @@ def _warm_up(session: Session, signature: Signature, *, declared: bool = False) 
     than the leading one is only compiled: guessing sizes there (an image's height) could fail a
     valid model. Batch 2 is tried only when some input's leading dimension is unknown.
 
-    A `declared` signature (a SavedModel's SignatureDef) keeps the dtypes and shapes it declares,
-    and a failing run does not reject it: TensorFlow Serving serves SavedModels without warming them
-    up, and zeros are not valid data for every model (a `tf.debugging` assertion, an index lookup).
-    Only a signature that cannot be compiled is a load error.
+    A `declared` signature (a SavedModel's SignatureDef) keeps the dtypes and shapes it declares.
+    A failing run never rejects a signature: zeros and empty strings are our guess, not a user's
+    request, and not valid data for every model (a `tf.debugging` assertion, an index lookup, Triton's
+    simple_string parsing its string inputs as numbers); TensorFlow Serving and Triton serve models
+    without such a warm-up. It is logged, and the outputs keep what the graph declares. Only a
+    signature that cannot be compiled is a load error (a user's own warm-up file may fail a version too:
+    service.repository.warmup).
     """
     if signature.name.startswith(_INTERNAL_SIGNATURE_PREFIX):
         return signature
@@ -293,18 +296,16 @@ def _warm_up(session: Session, signature: Signature, *, declared: bool = False) 
         return signature
     try:
         first = session.run(fetches, {s.tensor: _warmup_value(s, 1) for s in signature.inputs})
-    except EngineError as e:
-        if declared:
-            log.warning("warm-up of signature '%s' with zeros failed; serving it anyway: %s", signature.name, e)
-            return signature
-        raise LoadError(f"warm-up of signature '{signature.name}' failed: {e}") from None
+    except (EngineError, ValueError, TypeError, ArithmeticError, IndexError, KeyError) as e:
+        log.warning("warm-up of signature '%s' with zeros failed; serving it anyway: %s", signature.name, e)
+        return signature
     shapes = [tuple(a.shape) for a in first]
     if any(s.shape and s.shape[0] is None for s in signature.inputs):
         try:
             second = session.run(fetches, {s.tensor: _warmup_value(s, 2) for s in signature.inputs})
             shapes = [tuple(None if a != b else a for a, b in zip(x.shape, y.shape)) if x.ndim == y.ndim else None
                       for x, y in zip(first, second)]
-        except EngineError:
+        except (EngineError, ValueError, TypeError, ArithmeticError, IndexError, KeyError):
             pass  # a graph that only takes batch 1; the shapes of the first run stand
     if declared:
         return signature

@@ -74,6 +74,12 @@ class InferenceService:
         document = oip.model_config(self.manager, request.name, parse_version(request.version))
         return pb.ModelConfigResponse(config=json_format.ParseDict(document, model_config_pb2.ModelConfig()))
 
+    @rpc
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest,
+                              context: grpc.aio.ServicerContext) -> pb.ModelStatisticsResponse:
+        document = oip.statistics(self.plane, request.name or None, parse_version(request.version))
+        return json_format.ParseDict(document, pb.ModelStatisticsResponse())
+
     # --- infer -------------------------------------------------------------------------------------
 
     async def _infer(self, raw: bytes, deadline: float | None) -> bytes:

@@ -1,0 +1,68 @@
+"""Triton's raw binary request (binary data extension, `Inference-Header-Content-Length: 0`): the body is
+the one input's bytes, its shape deduced from the model's (batch 1, the variable dimension from the byte
+count), every output answered as binary data; what cannot be deduced is a 400 saying why."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.service.conftest import EXAMPLES
+
+RAW = {"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from tests.service.conftest import start_server
+
+    root = tmp_path_factory.mktemp("raw") / "repo"
+    for name in ("half_plus_two", "iris_classifier"):
+        shutil.copytree(EXAMPLES / name, root / name)
+    server = start_server(root, poll_interval_s=0)
+    yield server
+    server.stop()
+
+
+def split(response) -> tuple[dict, bytes]:
+    length = int(response.headers["Inference-Header-Content-Length"])
+    return json.loads(response.content[:length]), response.content[length:]
+
+
+def test_the_body_is_the_one_inputs_bytes_and_outputs_come_back_binary(server, client):
+    x = np.array([1.0, 2.0, 5.0], np.float32)
+    response = client(server).post("/v2/models/half_plus_two/infer", content=x.tobytes(), headers=RAW)
+    assert response.status_code == 200, response.text
+    header, data = split(response)
+    (output,) = header["outputs"]
+    assert output["shape"] == [3] and output["datatype"] == "FP32"
+    assert output["parameters"]["binary_data_size"] == len(data) == 12
+    assert np.frombuffer(data, np.float32).tolist() == [2.5, 3.0, 4.5]
+
+
+def test_a_batching_model_gets_a_batch_of_one(server, client):
+    features = np.array([5.1, 3.5, 1.4, 0.2], np.float32)  # the input is [-1, 4]: a batch of one row
+    response = client(server).post("/v2/models/iris_classifier/infer", content=features.tobytes(), headers=RAW)
+    assert response.status_code == 200, response.text
+    header, data = split(response)
+    shapes = {o["name"]: o["shape"] for o in header["outputs"]}
+    assert shapes["probabilities"] == [1, 3]
+    offset, probabilities = 0, None
+    for o in header["outputs"]:
+        size = o["parameters"]["binary_data_size"]
+        if o["name"] == "probabilities":
+            probabilities = np.frombuffer(data[offset:offset + size], np.float32)
+        offset += size
+    assert probabilities is not None and abs(float(probabilities.sum()) - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("model, body, message", [
+    ("iris_classifier", b"\x00" * 12, "does not fill input 'features' (FP32, shape [-1, 4])"),
+    ("half_plus_two", b"\x00" * 6, "does not fill input 'x'"),
+])
+def test_a_body_that_does_not_fill_the_input_is_a_bad_request(server, client, model, body, message):
+    response = client(server).post(f"/v2/models/{model}/infer", content=body, headers=RAW)
+    assert response.status_code == 400 and message in response.json()["error"]
