@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -73,6 +73,7 @@ class InferResult:
     version: int
     signature: Signature
     outputs: tuple[tuple[TensorSpec, OutputValue], ...]
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # classification labels by output alias
 
 
 def check_input(spec: TensorSpec, array: np.ndarray, shapes: bool = True) -> None:
@@ -269,6 +270,7 @@ class DataPlane:
         feeds: dict[str, np.ndarray] = {}
         for name, array in inputs.items():
             spec = servable.resolve_input(signature, name)
+            array = servable.reshaped(name, array)
             check_input(spec, array, servable.checks_feed_shapes)
             if spec.tensor in feeds:
                 raise BadRequest(f"input '{name}' names tensor '{spec.tensor}', which is already fed")
@@ -318,7 +320,10 @@ class DataPlane:
         obs.rows = next((a.shape[0] for a in feeds.values() if a.ndim), 1)
         # Whoever encodes the outputs holds them to `response_limit` by its encoding (routes, gRPC
         # handlers, service.inference.examples), once per request.
-        return InferResult(servable.model, servable.version, signature, _grouped(specs, values))
+        grouped = _grouped(specs, values)
+        if servable.reshape:
+            grouped = tuple((spec, servable.reshaped(spec.alias, v) if spec.composite is None else v) for spec, v in grouped)
+        return InferResult(servable.model, servable.version, signature, grouped, servable.output_labels)
 
     def _run_timed(self, servable: Servable, feeds, fetches, key: tuple, submitted: float
                    ) -> tuple[list[np.ndarray], float, float]:

@@ -23,6 +23,7 @@ from service.protocols.classification import classification_count, top_k
 from service.protocols.codecs import v2, v2_tensors
 from service.repository.manager import ModelManager
 from service.repository.signatures import TensorSpec
+from service.repository.triton_config import triton_config_document
 from service.repository.versions import State, VersionStatus
 
 __all__ = [
@@ -43,6 +44,12 @@ __all__ = [
 
 EXTENSIONS = ["classification", "binary_tensor_data", "model_repository", "model_configuration", "parameters",
               "statistics"]
+
+
+def check_known(manager: ModelManager, model: str) -> None:
+    """NotFound in Triton's words for a model the server does not have (its clients look for them)."""
+    if not manager.knows(model):
+        raise NotFound(f"Request for unknown model: '{model}' is not found")
 
 
 def server_metadata() -> dict[str, Any]:
@@ -73,6 +80,7 @@ def _served_outputs(specs: Sequence[TensorSpec]) -> list[TensorSpec]:
 
 def model_metadata(manager: ModelManager, model: str, version: int | None) -> dict[str, Any]:
     """Inputs and outputs of the default signature with datatypes and shapes (-1: any size)."""
+    check_known(manager, model)
     servable = manager.servable(model, version)
     signature = servable.signature(None)
     versions = [version] if version is not None else manager.versions_available(model)
@@ -90,6 +98,7 @@ def raw_infer_request(manager: ModelManager, model: str, version: int | None, bo
     body is the one input's bytes, its shape deduced from the model's: its one variable dimension from
     the byte count, or, with two, batch 1 and the other from the byte count; a BYTES input is one
     element (shape [1], or [1, 1] batched). Every output comes back as binary data. BadRequest where a shape cannot be deduced."""
+    check_known(manager, model)
     signature = manager.servable(model, version).signature(None)
     if len(signature.inputs) != 1:
         raise BadRequest(f"a raw binary request carries one input, but model '{model}' has {len(signature.inputs)} "
@@ -131,9 +140,9 @@ def statistics(plane: DataPlane, model: str | None, version: int | None) -> dict
     if model is not None:
         loaded = [s for s in loaded if s.model == model and (version is None or s.version == version)]
         if not loaded:
+            check_known(manager, model)
             which = f"'{model}'" if version is None else f"'{model}' version {version}"
-            raise NotFound(f"requested model {which} is not available" if manager.knows(model)
-                           else f"Request for unknown model: '{model}' is not found")
+            raise NotFound(f"requested model {which} is not available")
     return {"model_stats": [plane.model_stats.document(s.model, str(s.version)) for s in loaded]}
 
 
@@ -158,8 +167,17 @@ def _instance_group(model: str, device: str) -> dict[str, Any]:
 
 
 def model_config(manager: ModelManager, model: str, version: int | None) -> dict[str, Any]:
-    """The model's configuration in Triton's form (what `tritonclient`'s get_model_config reads)."""
+    """The model's configuration in Triton's form (what `tritonclient`'s get_model_config reads): a Triton
+    repository model's own config.pbtxt, its name and platform filled in; else one made from its signature."""
+    check_known(manager, model)
     servable = manager.servable(model, version)
+    triton = triton_config_document(manager.sources.base_path(model))
+    if triton is not None:
+        triton.setdefault("name", model)
+        if not triton.get("backend"):
+            triton.setdefault("platform", "tensorflow_savedmodel" if servable.platform == "tensorflow_savedmodel"
+                              else "tensorflow_graphdef")
+        return triton
     signature = servable.signature(None)
     policy = manager.config(model).version_policy
     policy_doc = (
@@ -251,6 +269,7 @@ async def infer(plane: DataPlane, model: str, version: int | None, request: v2.I
     timeout = timeout_s(request.parameters)
     if deadline_s is not None:
         timeout = deadline_s if timeout is None else min(timeout, deadline_s)
+    check_known(plane.manager, model)
     with plane.lease(model, obs, version) as servable:
         return await plane.infer(
             servable,
@@ -280,7 +299,7 @@ def output_tensors(request: v2.InferRequest, result: InferResult, *, binary_defa
         if count and spec.composite is None:
             # Triton's classification extension: the top classes, of each batch row where the model batches.
             batched = spec.shape[0] is None if spec.shape else value.ndim >= 2
-            outputs.append((spec.alias, top_k(value, count, batched=batched), binary))
+            outputs.append((spec.alias, top_k(value, count, batched=batched, labels=result.labels.get(spec.alias)), binary))
         elif spec.composite is None:
             outputs.append((spec.alias, value, binary))
         else:  # a ragged or sparse output: its components, each a tensor of its own

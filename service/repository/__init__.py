@@ -51,6 +51,7 @@ from pathlib import Path, PurePosixPath
 
 from service.errors import BadRequest, Conflict, NotFound
 from service.repository.config import ModelConfig, dump_model_config, parse_model_config
+from service.repository.triton_config import GRAPHDEF_FILE, SAVEDMODEL_DIR, TRITON_CONFIG_FILE, read_triton_config
 
 __all__ = [
     "GRAPH_FILES",
@@ -150,7 +151,20 @@ def _tree_fingerprint(directory: Path) -> tuple:
 
 
 def version_source(directory: Path) -> VersionFiles | None:
-    """The version a directory holds (numbered 0 when its name is not a version), or None."""
+    """The version a directory holds (numbered 0 when its name is not a version), or None: a GraphDef or
+    a SavedModel, in our layout or in Triton's (`model.graphdef`, `model.savedmodel/`)."""
+    version = int(directory.name) if directory.name.isdigit() else 0
+    triton_graph, triton_saved = directory / GRAPHDEF_FILE, directory / SAVEDMODEL_DIR
+    for name in SAVED_MODEL_FILES:
+        try:
+            _fingerprint(triton_saved / name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        return VersionFiles(version, triton_saved, triton_saved / name, _tree_fingerprint(triton_saved))
+    try:
+        return VersionFiles(version, directory, triton_graph, _fingerprint(triton_graph))
+    except (FileNotFoundError, NotADirectoryError):
+        pass
     for name in VERSION_FILES:
         graph_file = directory / name
         try:
@@ -159,7 +173,6 @@ def version_source(directory: Path) -> VersionFiles | None:
             continue
         if name in SAVED_MODEL_FILES:
             fingerprint = _tree_fingerprint(directory)
-        version = int(directory.name) if directory.name.isdigit() else 0
         return VersionFiles(version, directory, graph_file, fingerprint)
     return None
 
@@ -180,18 +193,27 @@ def scan_versions(model_dir: Path) -> dict[int, VersionFiles]:
 
 
 def config_fingerprint(model_dir: Path) -> tuple | None:
-    """Changes whenever the model directory's config.yaml does; None without one."""
-    try:
-        return _fingerprint(model_dir / CONFIG_FILE)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    """Changes whenever the model directory's config.yaml (or, without one, Triton's config.pbtxt and
+    its label files) does; None without either."""
+    for name in (CONFIG_FILE, TRITON_CONFIG_FILE):
+        try:
+            fingerprint = _fingerprint(model_dir / name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if name == TRITON_CONFIG_FILE:  # the label files beside it count too
+            return (fingerprint, *(_fingerprint(p) for p in sorted(model_dir.iterdir()) if p.is_file() and p != model_dir / name))
+        return fingerprint
+    return None
 
 
 def read_config(model_dir: Path, source: str) -> ModelConfig:
-    """A model directory's config.yaml (defaults when absent); raises ConfigError naming `source`."""
+    """A model directory's config.yaml, or Triton's config.pbtxt without one (defaults when neither);
+    raises ConfigError naming `source`'s model and the file."""
     try:
         text = (model_dir / CONFIG_FILE).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
+        if (model_dir / TRITON_CONFIG_FILE).is_file():
+            return read_triton_config(model_dir, source=str(Path(source).with_name(TRITON_CONFIG_FILE)))
         return ModelConfig()
     return parse_model_config(text, source=source)
 

@@ -121,6 +121,11 @@ class ModelConfig(BaseModel):
     # The device this model's versions run on; None: the server's default (`--device`). Whether the
     # device exists is checked when a version loads, so that a model meant for a GPU fails alone.
     device: str | None = None
+    # The classification extension's labels of an output, a label per class index (Triton's label_filename).
+    output_labels: dict[str, list[str]] = Field(default_factory=dict)
+    # Triton's reshape: an input's array is reshaped to this on its way into the graph, an output's on its
+    # way out to the client (-1: the batch, or another size inferred from the element count).
+    reshape: dict[str, list[int]] = Field(default_factory=dict)
 
     @field_validator("device")
     @classmethod
@@ -132,7 +137,7 @@ class ModelConfig(BaseModel):
 
     def serving_fields(self) -> tuple:
         """What a loaded version depends on; labels and policy can change without reloading."""
-        return (self.signatures, self.batching, self.device)
+        return (self.signatures, self.batching, self.device, self.output_labels, self.reshape)
 
 
 def parse_model_config(text: str | bytes, source: str = "config.yaml") -> ModelConfig:
@@ -191,6 +196,10 @@ def dump_model_config(config: ModelConfig) -> str:
         doc["batching"] = config.batching
     if config.device is not None:
         doc["device"] = config.device
+    if config.output_labels:
+        doc["output_labels"] = {k: list(v) for k, v in config.output_labels.items()}
+    if config.reshape:
+        doc["reshape"] = {k: list(v) for k, v in config.reshape.items()}
     return yaml.safe_dump(doc, sort_keys=False)
 
 

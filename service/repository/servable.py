@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +72,22 @@ class Servable:
     # loaded from a staging directory must be loaded again once the directory has moved into place.
     uses_asset_paths: bool = False
     device: str = "cpu:0"  # canonical: the model's config.yaml `device`, else the server's default
+    # The classification extension's labels of outputs, by alias (config.yaml output_labels, Triton's label files).
+    output_labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Triton's reshape, by input or output alias (config.yaml `reshape`): see `reshaped`.
+    reshape: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def reshaped(self, name: str, array: np.ndarray) -> np.ndarray:
+        """`array` of input or output `name` in the shape the model's config reshapes it to (as it is
+        without one); BadRequest when its elements do not fill that shape."""
+        shape = self.reshape.get(name)
+        if shape is None:
+            return array
+        try:
+            return array.reshape(shape)
+        except ValueError:
+            raise BadRequest(f"'{name}' of shape {list(array.shape)} cannot be reshaped to {list(shape)} (-1: any size), "
+                             "as the model's config says") from None
 
     @property
     def checks_feed_shapes(self) -> bool:
@@ -390,7 +406,9 @@ def load_servable(
         # request must see the state a fresh load gives, as in TensorFlow Serving, which does not warm up.
         session.resources.clear()
         loaded.initialize(session)
-    servable = Servable(model, version, session, signatures, 0.0, None, loaded.platform, loaded.uses_asset_paths, device)
+    servable = Servable(model, version, session, signatures, 0.0, None, loaded.platform, loaded.uses_asset_paths, device,
+                        {name: tuple(labels) for name, labels in config.output_labels.items()},
+                        {name: tuple(shape) for name, shape in config.reshape.items()})
     version_dir = _version_dir(source)
     if version_dir is not None:
         # NOTE: after our own warm-up's state is undone: what these requests write stays, as in TensorFlow Serving.

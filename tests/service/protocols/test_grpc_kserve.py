@@ -108,7 +108,7 @@ def test_health_metadata_config_and_index(client):
 
 
 def test_errors_have_their_codes(client):
-    for call, text in ((lambda: client.infer("nope", [half_input([1.0])]), "model 'nope' not found"),
+    for call, text in ((lambda: client.infer("nope", [half_input([1.0])]), "Request for unknown model: 'nope' is not found"),
                        (lambda: client.infer("half_plus_two", [half_input([[1.0]])]), "expects shape [?]"),
                        (lambda: client.infer("half_plus_two", [half_input([1.0])], model_version="x"), "invalid version"),
                        (lambda: client.get_model_metadata("half_plus_two", "9"), "has no version 9"),
