@@ -100,9 +100,10 @@ def raw_infer_request(manager: ModelManager, model: str, version: int | None, bo
     element (shape [1], or [1, 1] batched). Every output comes back as binary data. BadRequest where a shape cannot be deduced."""
     check_known(manager, model)
     signature = manager.servable(model, version).signature(None)
-    if len(signature.inputs) != 1:
-        raise BadRequest(f"a raw binary request carries one input, but model '{model}' has {len(signature.inputs)} "
-                         f"({', '.join(s.alias for s in signature.inputs)}); send an inference header naming them")
+    if len(signature.inputs) != 1:  # Triton's words, then ours
+        raise BadRequest(f"Raw request must only have 1 input (found 1) to be deduced but got {len(signature.inputs)} "
+                         f"inputs in '{model}' model configuration ({', '.join(s.alias for s in signature.inputs)}): "
+                         "send an inference header naming them")
     spec = signature.inputs[0]
     if spec.dtype is None or spec.shape is None:
         raise BadRequest(f"a raw binary request needs input '{spec.alias}' of model '{model}' to declare its "
@@ -112,15 +113,15 @@ def raw_infer_request(manager: ModelManager, model: str, version: int | None, bo
         dims[0] = 1  # a batch of one, the other variable dimension deduced (a lone one is deduced itself)
     if spec.dtype == np.dtype(object):
         if any(d not in (1, None) for d in dims):
-            raise BadRequest(f"a raw binary request for BYTES input '{spec.alias}' is one element, but the input "
-                             f"has shape {_dims(spec)}")
+            raise BadRequest(f"For BYTE datatype raw input '{spec.alias}', the model must have input shape [1] "
+                             f"(it has {_dims(spec)}): a raw binary request is one element")
         array = np.empty([1] * len(dims), dtype=object)
         array.reshape(-1)[0] = bytes(body)
         return v2.InferRequest(None, (v2.InferInput(spec.alias, array),), None, {"binary_data_output": True})
     unknown = [i for i, d in enumerate(dims) if d is None]
     if len(unknown) > 1:
-        raise BadRequest(f"a raw binary request cannot deduce the shape of input '{spec.alias}' {_dims(spec)}: "
-                         "more than one dimension besides the leading (batch) one is variable")
+        raise BadRequest(f"The shape of the raw input '{spec.alias}' can not be deduced because there are more than "
+                         f"one variable-sized dimension ({_dims(spec)}, besides a leading batch dimension)")
     known = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
     row = known * spec.dtype.itemsize
     if row == 0 or len(body) % row or (not unknown and len(body) != row):

@@ -66,3 +66,21 @@ def test_a_batching_model_gets_a_batch_of_one(server, client):
 def test_a_body_that_does_not_fill_the_input_is_a_bad_request(server, client, model, body, message):
     response = client(server).post(f"/v2/models/{model}/infer", content=body, headers=RAW)
     assert response.status_code == 400 and message in response.json()["error"]
+
+
+def test_a_model_with_several_inputs_is_refused_in_tritons_words(tmp_path, client):
+    from tests.service.conftest import start_server
+    from tests.service.repository.test_synthetic_warmup import write_simple_string
+
+    root = tmp_path / "repo"
+    write_simple_string(root / "pair" / "1")
+    (root / "pair" / "config.yaml").write_text(
+        "signatures:\n  serving_default:\n    inputs: {INPUT0: 'INPUT0:0', INPUT1: 'INPUT1:0'}\n"
+        "    outputs: {OUTPUT0: 'OUTPUT0:0'}\n")
+    server = start_server(root, poll_interval_s=0)
+    try:
+        response = client(server).post("/v2/models/pair/infer", content=b"12", headers=RAW)
+        assert response.status_code == 400
+        assert "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'pair'" in response.json()["error"]
+    finally:
+        server.stop()
