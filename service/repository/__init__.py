@@ -51,7 +51,13 @@ from pathlib import Path, PurePosixPath
 
 from service.errors import BadRequest, Conflict, NotFound
 from service.repository.config import ModelConfig, dump_model_config, parse_model_config
-from service.repository.triton_config import GRAPHDEF_FILE, SAVEDMODEL_DIR, TRITON_CONFIG_FILE, read_triton_config
+from service.repository.triton_config import (
+    GRAPHDEF_FILE,
+    SAVEDMODEL_DIR,
+    TRITON_CONFIG_FILE,
+    read_triton_config,
+    triton_model_file,
+)
 
 __all__ = [
     "GRAPH_FILES",
@@ -150,11 +156,14 @@ def _tree_fingerprint(directory: Path) -> tuple:
     return tuple(entries)
 
 
-def version_source(directory: Path) -> VersionFiles | None:
+def version_source(directory: Path, model_file: str | None = None) -> VersionFiles | None:
     """The version a directory holds (numbered 0 when its name is not a version), or None: a GraphDef or
-    a SavedModel, in our layout or in Triton's (`model.graphdef`, `model.savedmodel/`)."""
+    a SavedModel, in our layout or in Triton's (`model.graphdef`, `model.savedmodel/`, or the config's
+    `default_model_filename`, `model_file`: a GraphDef file or a SavedModel directory)."""
     version = int(directory.name) if directory.name.isdigit() else 0
     triton_graph, triton_saved = directory / GRAPHDEF_FILE, directory / SAVEDMODEL_DIR
+    if model_file is not None:
+        triton_graph = triton_saved = directory / model_file
     for name in SAVED_MODEL_FILES:
         try:
             _fingerprint(triton_saved / name)
@@ -162,7 +171,8 @@ def version_source(directory: Path) -> VersionFiles | None:
             continue
         return VersionFiles(version, triton_saved, triton_saved / name, _tree_fingerprint(triton_saved))
     try:
-        return VersionFiles(version, directory, triton_graph, _fingerprint(triton_graph))
+        if triton_graph.is_file():
+            return VersionFiles(version, directory, triton_graph, _fingerprint(triton_graph))
     except (FileNotFoundError, NotADirectoryError):
         pass
     for name in VERSION_FILES:
@@ -183,10 +193,11 @@ def scan_versions(model_dir: Path) -> dict[int, VersionFiles]:
     found: dict[int, VersionFiles] = {}
     if not model_dir.is_dir():
         return found
+    model_file = triton_model_file(model_dir) if not (model_dir / CONFIG_FILE).exists() else None
     for p in model_dir.iterdir():
         if not (p.name.isdigit() and p.is_dir()) or int(p.name) <= 0:
             continue
-        files = version_source(p)
+        files = version_source(p, model_file)
         if files is not None:
             found[files.version] = files
     return found
@@ -387,8 +398,12 @@ class ModelRepository:
         return self._move_aside(target)
 
     def write_config(self, model: str, config: ModelConfig) -> None:
-        """Replace config.yaml atomically (comments in a hand-written file are not kept)."""
+        """Replace config.yaml atomically (comments in a hand-written file are not kept). Conflict for a
+        model in Triton's layout: a config.yaml beside its config.pbtxt would replace it."""
         model_dir = self.model_dir(model)
+        if (model_dir / TRITON_CONFIG_FILE).is_file() and not (model_dir / CONFIG_FILE).is_file():
+            raise Conflict(f"model '{model}' is configured by its {TRITON_CONFIG_FILE} (Triton's layout), which the "
+                           "API does not change: edit that file instead (its version_policy; labels: not in Triton's)")
         model_dir.mkdir(parents=True, exist_ok=True)
         tmp = model_dir / f"{_STAGING_PREFIX}{uuid.uuid4().hex}.yaml"
         try:

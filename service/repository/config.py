@@ -126,6 +126,8 @@ class ModelConfig(BaseModel):
     # Triton's reshape: an input's array is reshaped to this on its way into the graph, an output's on its
     # way out to the client (-1: the batch, or another size inferred from the element count).
     reshape: dict[str, list[int]] = Field(default_factory=dict)
+    # The tags of the MetaGraph a SavedModel version loads; None: the server's (`saved_model_tags`).
+    saved_model_tags: list[str] | None = None
 
     @field_validator("device")
     @classmethod
@@ -137,7 +139,7 @@ class ModelConfig(BaseModel):
 
     def serving_fields(self) -> tuple:
         """What a loaded version depends on; labels and policy can change without reloading."""
-        return (self.signatures, self.batching, self.device, self.output_labels, self.reshape)
+        return (self.signatures, self.batching, self.device, self.output_labels, self.reshape, self.saved_model_tags)
 
 
 def parse_model_config(text: str | bytes, source: str = "config.yaml") -> ModelConfig:
@@ -200,6 +202,8 @@ def dump_model_config(config: ModelConfig) -> str:
         doc["output_labels"] = {k: list(v) for k, v in config.output_labels.items()}
     if config.reshape:
         doc["reshape"] = {k: list(v) for k, v in config.reshape.items()}
+    if config.saved_model_tags is not None:
+        doc["saved_model_tags"] = list(config.saved_model_tags)
     return yaml.safe_dump(doc, sort_keys=False)
 
 

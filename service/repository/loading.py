@@ -99,7 +99,7 @@ class VersionLoader:
             on_batch = functools.partial(self.on_batch, name, version)
         servable = load_servable(name, version, source, config, self.session_options, batching=batching,
                                  on_batch=on_batch, default_device=self.device, warmup=self.warmup,
-                                 saved_model_tags=self.saved_model_tags)
+                                 saved_model_tags=tuple(config.saved_model_tags or self.saved_model_tags))
         if self.on_load is not None:
             self.on_load(name, servable.load_seconds)
         return servable

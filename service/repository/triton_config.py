@@ -14,8 +14,11 @@ ModelConfig a config.yaml would have given:
 | `output { label_filename }` | the labels of the classification extension |
 | `reshape { shape }` of an input or output | the array reshaped between the client's dims and the graph's shape |
 | `parameters { key: "TF_SIGNATURE_DEF" }` | the signature served, where it is `serving_default` |
+| `parameters { key: "TF_GRAPH_TAG" }` | the SavedModel's MetaGraph tag |
+| `default_model_filename` | the GraphDef file or SavedModel directory each version holds |
+| `instance_group { count }` with dynamic batching | batches that run at once |
 
-`sequence_batching`, `ensemble_scheduling` and `TF_SIGNATURE_DEF` naming another signature are
+`sequence_batching`, `ensemble_scheduling`, `TF_INIT_OPS_FILE` and `TF_SIGNATURE_DEF` naming another signature are
 refused with a message naming the field; `model_warmup`, `optimization` and the TF backend's thread and
 memory parameters have no effect here.
 
@@ -31,7 +34,8 @@ from google.protobuf import json_format
 from service.protocols.proto import model_config_pb2 as mc
 from service.repository.config import ConfigError, ModelConfig, SignatureConfig, VersionPolicy, parse_text_proto
 
-__all__ = ["TRITON_CONFIG_FILE", "GRAPHDEF_FILE", "SAVEDMODEL_DIR", "read_triton_config", "triton_config_document"]
+__all__ = ["TRITON_CONFIG_FILE", "GRAPHDEF_FILE", "SAVEDMODEL_DIR", "read_triton_config", "triton_config_document",
+           "triton_model_file"]
 
 TRITON_CONFIG_FILE = "config.pbtxt"
 GRAPHDEF_FILE = "model.graphdef"
@@ -63,6 +67,18 @@ def _device(config: mc.ModelConfig) -> str | None:
     return None
 
 
+def triton_model_file(model_dir: Path) -> str | None:
+    """A Triton model's `default_model_filename` (the file or directory each version holds in place of
+    model.graphdef / model.savedmodel), or None. A config that cannot be read gives None here: reading
+    the config reports it."""
+    try:
+        config = parse_text_proto((model_dir / TRITON_CONFIG_FILE).read_bytes(), mc.ModelConfig(), str(model_dir))
+    except (OSError, ConfigError):
+        return None
+    name = config.default_model_filename
+    return name if name and "/" not in name and name not in (".", "..") else None
+
+
 def read_triton_config(model_dir: Path, source: str) -> ModelConfig:
     """The ModelConfig `<model_dir>/config.pbtxt` means; ConfigError naming `source` and the field."""
     try:
@@ -90,6 +106,13 @@ def read_triton_config(model_dir: Path, source: str) -> ModelConfig:
     for name, shape in reshape.items():
         if shape.count(-1) > 1:
             raise ConfigError(f"{source}: '{name}': reshape needs every size but one known, got {shape}")
+    if config.default_model_filename and ("/" in config.default_model_filename
+                                          or config.default_model_filename in (".", "..")):
+        raise ConfigError(f"{source}: default_model_filename '{config.default_model_filename}' must name a file or "
+                          "directory in each version directory")
+    if "TF_INIT_OPS_FILE" in config.parameters:
+        raise ConfigError(f"{source}: parameters TF_INIT_OPS_FILE is not supported: export the init ops as the "
+                          "SavedModel's main op (tf.compat.v1.saved_model.Builder's main_op), which runs at load")
     signature = config.parameters["TF_SIGNATURE_DEF"].string_value if "TF_SIGNATURE_DEF" in config.parameters else ""
     if signature not in ("", "serving_default"):
         raise ConfigError(f"{source}: parameters TF_SIGNATURE_DEF '{signature}': only serving_default is served; "
@@ -98,6 +121,10 @@ def read_triton_config(model_dir: Path, source: str) -> ModelConfig:
     if config.max_batch_size > 0 and config.HasField("dynamic_batching"):
         batching = {"max_batch_size": config.max_batch_size,
                     "batch_timeout_micros": config.dynamic_batching.max_queue_delay_microseconds}
+        instances = sum(group.count or 1 for group in config.instance_group)
+        if instances > 1:  # batches of the model that run at once, as Triton's model instances
+            batching["num_batch_threads"] = instances
+    tag = config.parameters["TF_GRAPH_TAG"].string_value if "TF_GRAPH_TAG" in config.parameters else ""
     signatures = {}
     if platform != "tensorflow_savedmodel" and config.input and config.output:
         # A GraphDef's tensors by name; a SavedModel's signature brings its own aliases.
@@ -113,7 +140,8 @@ def read_triton_config(model_dir: Path, source: str) -> ModelConfig:
                                   f"be read: {getattr(e, 'strerror', None) or e}") from None
     try:
         return ModelConfig(version_policy=_version_policy(config), signatures=signatures, batching=batching,
-                           device=_device(config), output_labels=labels, reshape=reshape)
+                           device=_device(config), output_labels=labels, reshape=reshape,
+                           saved_model_tags=[tag] if tag else None)
     except ValueError as e:
         raise ConfigError(f"{source}: {e}") from None
 

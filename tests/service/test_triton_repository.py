@@ -177,3 +177,42 @@ def test_reshape_between_the_clients_dims_and_the_graphs_shape(client):
     wrong.set_data_from_numpy(np.zeros(3, np.float32))
     with pytest.raises(Exception, match=r"cannot be reshaped to \[4\]"):
         c.infer("reshaped", [wrong])
+
+
+def test_default_model_filename_and_tf_graph_tag(tmp_path, make_server):
+    root = tmp_path / "repo"
+    (root / "renamed" / "1").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "half_plus_two" / "1" / "model.pb", root / "renamed" / "1" / "frozen.pb")
+    (root / "renamed" / "config.pbtxt").write_text('platform: "tensorflow_graphdef" default_model_filename: "frozen.pb"\n'
+                                                   'input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                                                   'output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
+    for name, tag in (("tagged", "serve"), ("mistagged", "gpu")):
+        shutil.copytree(FIXTURES / "saved_models" / "half_plus_two_serving" / "model", root / name / "1" / "model.savedmodel")
+        (root / name / "config.pbtxt").write_text(
+            f'platform: "tensorflow_savedmodel" parameters {{ key: "TF_GRAPH_TAG" value {{ string_value: "{tag}" }} }}\n')
+    server = make_server(root, poll_interval_s=0)
+    c = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
+    try:
+        x = triton_http.InferInput("x", [2], "FP32")
+        x.set_data_from_numpy(np.array([2.0, 4.0], np.float32))
+        np.testing.assert_allclose(c.infer("renamed", [x]).as_numpy("y"), [3.0, 4.0])
+        assert c.is_model_ready("tagged") and not c.is_model_ready("mistagged")
+        status = {m["name"]: m for m in c.get_model_repository_index()}
+        assert "gpu" in status["mistagged"]["reason"]  # no MetaGraph tagged gpu: the load error names the tags
+    finally:
+        c.close()
+
+
+def test_tf_init_ops_file_is_refused(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.pbtxt").write_text(
+        'platform: "tensorflow_savedmodel" parameters { key: "TF_INIT_OPS_FILE" value { string_value: "init.json" } }\n')
+    with pytest.raises(ConfigError, match="TF_INIT_OPS_FILE is not supported"):
+        ModelRepository(tmp_path).read_config("m")
+
+
+def test_the_api_does_not_write_a_config_yaml_over_a_config_pbtxt(server):
+    import httpx
+
+    response = httpx.put(f"{server.url}/v1/models/iris/labels/stable", json={"version": 1}, timeout=30)
+    assert response.status_code == 409 and "config.pbtxt" in response.json()["error"]
