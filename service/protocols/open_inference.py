@@ -129,7 +129,7 @@ def raw_infer_request(manager: ModelManager, model: str, version: int | None, bo
                          f"({_datatype(spec)}, shape {_dims(spec)})")
     if unknown:
         dims[unknown[0]] = len(body) // row
-    array = np.frombuffer(body, dtype=spec.dtype.newbyteorder("<")).astype(spec.dtype, copy=False).reshape(dims)
+    array = v2_tensors.tensor_from_raw(spec.alias, _datatype(spec), dims, body)
     return v2.InferRequest(None, (v2.InferInput(spec.alias, array),), None, {"binary_data_output": True})
 
 

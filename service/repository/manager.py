@@ -212,20 +212,21 @@ class ModelManager:
         config, version = model.config, record.version
         self._loader.submit(self._load, model.name, version, source, config, token)
 
-    def _still_wanted(self, name: str, version: int, token: object) -> bool:
+    def _loading_record(self, name: str, version: int, token: object) -> VersionRecord | None:
+        """The version's record while the load `token` is still the one it waits for; None once that
+        load was superseded by a newer one, or the version unloaded."""
         with self._lock:
             model = self._models.get(name)
             record = model.versions.get(version) if model else None
-            return record is not None and record.loading is token
+            return record if record is not None and record.loading is token else None
 
     def _load(self, name: str, version: int, source, config: ModelConfig, token: object) -> None:
         servable, error = self.loader.load_retrying(
             name, version, source, config, retries=self.load_retries, interval_s=self.load_retry_interval_s,
-            still_wanted=lambda: self._still_wanted(name, version, token), stop=self._stop)
+            still_wanted=lambda: self._loading_record(name, version, token) is not None, stop=self._stop)
         with self._lock:
-            model = self._models.get(name)
-            record = model.versions.get(version) if model else None
-            if record is None or record.loading is not token:
+            record = self._loading_record(name, version, token)
+            if record is None:
                 if servable is not None:
                     servable.close()
                 return  # superseded by a newer load, or unloaded meanwhile
@@ -240,7 +241,7 @@ class ModelManager:
                 record.state, record.error = State.END, error
             if error:
                 log.error("model %s version %d: %s", name, version, error)
-            self._sync(name, on_disk=model.on_disk)
+            self._sync(name, on_disk=self._models[name].on_disk)
             self._changed.notify_all()
 
     def _retire_surplus(self, model: ModelRecord, wanted: set[int], disk: Mapping) -> None:

@@ -27,6 +27,7 @@ memory parameters have no effect here.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -70,9 +71,19 @@ def _device(config: mc.ModelConfig) -> str | None:
 def triton_model_file(model_dir: Path) -> str | None:
     """A Triton model's `default_model_filename` (the file or directory each version holds in place of
     model.graphdef / model.savedmodel), or None. A config that cannot be read gives None here: reading
-    the config reports it."""
+    the config reports it. Every poll asks, so the file is parsed again only when it changed."""
+    path = model_dir / TRITON_CONFIG_FILE
     try:
-        config = parse_text_proto((model_dir / TRITON_CONFIG_FILE).read_bytes(), mc.ModelConfig(), str(model_dir))
+        st = path.stat()
+    except OSError:
+        return None
+    return _default_model_filename(str(path), (st.st_size, st.st_mtime_ns, st.st_ino))
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_model_filename(path: str, stat: tuple) -> str | None:
+    try:
+        config = parse_text_proto(Path(path).read_bytes(), mc.ModelConfig(), path)
     except (OSError, ConfigError):
         return None
     name = config.default_model_filename

@@ -54,6 +54,13 @@ def start_server(repository: Path, **settings) -> BackgroundServer:
     return server
 
 
+def serve_examples(root: Path, *models: str) -> BackgroundServer:
+    """A server (no polling) on a repository at `root` holding copies of the example `models`."""
+    for name in models:
+        shutil.copytree(EXAMPLES / name, root / name)
+    return start_server(root, poll_interval_s=0)
+
+
 @pytest.fixture
 def make_server(tmp_path) -> Iterator:
     """Start servers with `make_server(repository, **settings)`; all stop when the test ends."""

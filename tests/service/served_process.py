@@ -22,7 +22,7 @@ import yaml
 
 import engine.builder as gb
 
-__all__ = ["write_slow_model", "ServedProcess", "free_port", "FEATURES"]
+__all__ = ["write_slow_model", "ServedProcess", "console_command", "free_port", "FEATURES"]
 
 FEATURES = 64
 
@@ -53,9 +53,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "tensorgate"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+def console_command(script: str = "tensorgate", module: str = "service.cli") -> list[str]:
+    """How to run one of the package's console scripts: the installed script, else its module."""
+    path = Path(sys.executable).parent / script
+    return [str(path)] if path.exists() else [sys.executable, "-m", module]
 
 
 class ServedProcess:
@@ -71,7 +72,7 @@ class ServedProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.grpc_target = f"127.0.0.1:{self.grpc_port}"
         self.log_path = repository.parent / f"server-{self.port}.log"
-        self._args = [*_command(), "serve", "--model-repository", str(repository), "--host", "127.0.0.1",
+        self._args = [*console_command(), "serve", "--model-repository", str(repository), "--host", "127.0.0.1",
                       "--port", str(self.port), "--grpc-port", str(self.grpc_port), "--poll-interval-s", "0"]
         self._env = {**os.environ, **env}
         self.startup_timeout_s = startup_timeout_s

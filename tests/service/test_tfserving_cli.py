@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,13 @@ import pytest
 from service.settings import Settings
 from service.tfserving_cli import FLAGS, FlagError, parse_flags, settings_from_flags, usage
 from tests.golden import FIXTURES
+from tests.service.served_process import console_command
 
 HALF_PLUS_TWO = FIXTURES / "saved_models" / "half_plus_two_serving" / "model"
 
 
 def server_command() -> list[str]:
-    script = Path(sys.executable).parent / "tensorflow_model_server"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.tfserving_cli"]
+    return console_command("tensorflow_model_server", "service.tfserving_cli")
 
 
 def run_server(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -4,14 +4,12 @@ binary) and gRPC, checked against the model's own values; the ordering, ties and
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
 from service.errors import BadRequest
 from service.protocols.classification import classification_count, top_k
-from tests.service.conftest import EXAMPLES, start_server
+from tests.service.conftest import serve_examples
 
 triton_http = pytest.importorskip("tritonclient.http")
 triton_grpc = pytest.importorskip("tritonclient.grpc")
@@ -39,9 +37,7 @@ def test_a_count_must_be_a_count(value):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("classify") / "repo"
-    shutil.copytree(EXAMPLES / "iris_classifier", root / "iris_classifier")
-    server = start_server(root, poll_interval_s=0)
+    server = serve_examples(tmp_path_factory.mktemp("classify") / "repo", "iris_classifier")
     yield server
     server.stop()
 

@@ -5,24 +5,18 @@ count), every output answered as binary data; what cannot be deduced is a 400 sa
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 
-from tests.service.conftest import EXAMPLES
+from tests.service.conftest import serve_examples
 
 RAW = {"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tests.service.conftest import start_server
-
-    root = tmp_path_factory.mktemp("raw") / "repo"
-    for name in ("half_plus_two", "iris_classifier"):
-        shutil.copytree(EXAMPLES / name, root / name)
-    server = start_server(root, poll_interval_s=0)
+    server = serve_examples(tmp_path_factory.mktemp("raw") / "repo", "half_plus_two", "iris_classifier")
     yield server
     server.stop()
 
@@ -68,8 +62,7 @@ def test_a_body_that_does_not_fill_the_input_is_a_bad_request(server, client, mo
     assert response.status_code == 400 and message in response.json()["error"]
 
 
-def test_a_model_with_several_inputs_is_refused_in_tritons_words(tmp_path, client):
-    from tests.service.conftest import start_server
+def test_a_model_with_several_inputs_is_refused_in_tritons_words(tmp_path, make_server, client):
     from tests.service.repository.test_synthetic_warmup import write_simple_string
 
     root = tmp_path / "repo"
@@ -77,10 +70,7 @@ def test_a_model_with_several_inputs_is_refused_in_tritons_words(tmp_path, clien
     (root / "pair" / "config.yaml").write_text(
         "signatures:\n  serving_default:\n    inputs: {INPUT0: 'INPUT0:0', INPUT1: 'INPUT1:0'}\n"
         "    outputs: {OUTPUT0: 'OUTPUT0:0'}\n")
-    server = start_server(root, poll_interval_s=0)
-    try:
-        response = client(server).post("/v2/models/pair/infer", content=b"12", headers=RAW)
-        assert response.status_code == 400
-        assert "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'pair'" in response.json()["error"]
-    finally:
-        server.stop()
+    server = make_server(root, poll_interval_s=0)
+    response = client(server).post("/v2/models/pair/infer", content=b"12", headers=RAW)
+    assert response.status_code == 400
+    assert "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'pair'" in response.json()["error"]

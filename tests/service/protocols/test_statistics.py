@@ -4,12 +4,10 @@ as Triton counts them; an unknown model answered in Triton's words."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
-from tests.service.conftest import EXAMPLES, start_server
+from tests.service.conftest import serve_examples
 
 triton_http = pytest.importorskip("tritonclient.http")
 triton_grpc = pytest.importorskip("tritonclient.grpc")
@@ -18,10 +16,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("stats") / "repo"
-    for name in ("half_plus_two", "iris_classifier"):
-        shutil.copytree(EXAMPLES / name, root / name)
-    server = start_server(root, poll_interval_s=0)
+    server = serve_examples(tmp_path_factory.mktemp("stats") / "repo", "half_plus_two", "iris_classifier")
     yield server
     server.stop()
 
