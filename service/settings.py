@@ -266,6 +266,11 @@ class Settings(BaseSettings):
     (same results, slower). Compiled loops are compiled, or loaded from `kernel_cache_dir`, when the
     first model version loads, never on a request."""
 
+    compile_kernels_in_background: bool = True
+    """Compiled loops missing from the kernel cache (a first start) compile on a background thread while
+    the model already answers with their numpy twins, instead of its load waiting for the compiler;
+    `false` makes the load wait (every answer from the compiled loops)."""
+
     kernel_cache_dir: Path | None = None
     """Where compiled kernels are cached between starts (numba's cache). Unset: beside the installed
     package where that is writable, else the user's cache directory. The container image sets
@@ -350,6 +355,7 @@ class Settings(BaseSettings):
             prun_max_handles=self.prun_max_handles,
             prun_timeout_s=self.prun_timeout_s,
             plan=PlanOptions(max_loop_iterations=self.max_loop_iterations, compiled_kernels=self.compiled_kernels,
+                             compile_in_background=self.compile_kernels_in_background,
                              max_request_memory_bytes=self.max_request_memory_bytes,
                              check_feed_shapes=self.check_input_shapes),
             cuda_graphs=self.cuda_graphs,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from engine.graph import TensorRef
@@ -35,4 +36,9 @@ class PassContext:
 
     def is_fed(self, name: str) -> bool:
         """True when any output of node `name` is fed."""
-        return any(ref.node == name for ref in self.fed)
+        return name in self._fed_nodes
+
+    @cached_property
+    def _fed_nodes(self) -> frozenset[str]:
+        # Passes ask for every node they look at: a set, not a scan of the feeds each time.
+        return frozenset(ref.node for ref in self.fed)

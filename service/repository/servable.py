@@ -282,14 +282,15 @@ def _declared_signatures(saved: SavedModel) -> dict[str, Signature]:
 
 
 def _warm_up(session: Session, signature: Signature, *, declared: bool = False) -> Signature:
-    """Compile the signature's plan and, where the input shapes allow, run it at batch 1 and 2.
+    """Compile the signature's plan and, where the input shapes allow, run it at batch 1 (and 2).
 
     The runs fill in the outputs' dtypes and shapes for metadata: a dimension that follows the
     batch becomes unknown (-1 in metadata). A signature whose inputs have unknown dimensions other
     than the leading one is only compiled: guessing sizes there (an image's height) could fail a
     valid model. Batch 2 is tried only when some input's leading dimension is unknown.
 
-    A `declared` signature (a SavedModel's SignatureDef) keeps the dtypes and shapes it declares.
+    A `declared` signature (a SavedModel's SignatureDef) keeps the dtypes and shapes it declares, so it
+    runs at batch 1 only: that run compiles what its kernels compile and faults in the weights.
     A failing run never rejects a signature: zeros and empty strings are our guess, not a user's
     request, and not valid data for every model (a `tf.debugging` assertion, an index lookup, Triton's
     simple_string parsing its string inputs as numbers); TensorFlow Serving and Triton serve models
@@ -315,6 +316,9 @@ def _warm_up(session: Session, signature: Signature, *, declared: bool = False) 
     except (EngineError, ValueError, TypeError, ArithmeticError, IndexError, KeyError) as e:
         log.warning("warm-up of signature '%s' with zeros failed; serving it anyway: %s", signature.name, e)
         return signature
+    if declared:
+        # The SignatureDef's own dtypes and shapes stand: the batch-2 run below would only learn shapes.
+        return signature
     shapes = [tuple(a.shape) for a in first]
     if any(s.shape and s.shape[0] is None for s in signature.inputs):
         try:
@@ -323,8 +327,6 @@ def _warm_up(session: Session, signature: Signature, *, declared: bool = False) 
                       for x, y in zip(first, second)]
         except (EngineError, ValueError, TypeError, ArithmeticError, IndexError, KeyError):
             pass  # a graph that only takes batch 1; the shapes of the first run stand
-    if declared:
-        return signature
     outputs = tuple(
         TensorSpec(spec.alias, spec.tensor, arr.dtype, shape) for spec, arr, shape in zip(signature.outputs, first, shapes)
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
@@ -39,37 +38,50 @@ def _blas_threads() -> list[int]:
     return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
 
-def test_a_large_product_gets_blas_threads_and_gives_them_back(limited, monkeypatch):
-    seen: list[list[int]] = []
-    real = np.matmul
+@pytest.fixture
+def tasks(monkeypatch):
+    """The items each run_tasks call got, and BLAS's thread counts seen inside np.matmul."""
+    seen = {"items": [], "threads": []}
+    real_run, real_matmul = pool.run_tasks, np.matmul
+
+    def run(work, items):
+        seen["items"].append(list(items))
+        return real_run(work, items)
 
     def spy(*args, **kwargs):
-        seen.append(_blas_threads())
-        return real(*args, **kwargs)
+        seen["threads"].append(_blas_threads())
+        return real_matmul(*args, **kwargs)
 
+    monkeypatch.setattr(pool, "run_tasks", run)
     monkeypatch.setattr(np, "matmul", spy)
-    a, b = np.ones((512, 256), np.float32), np.ones((256, 256), np.float32)
-    blas.matmul(np, a, b)
-    assert seen[-1] == [pool.pool_size()] * len(seen[-1])
-    assert all(n == 1 for n in _blas_threads())
-    blas.matmul(np, a[:1], b)  # small: single-threaded
-    assert all(n == 1 for n in seen[-1])
+    monkeypatch.setattr(pool, "pool_size", lambda: 2)
+    return seen
 
 
-def test_products_in_pool_threads_or_beside_a_threaded_one_stay_single_threaded(limited, monkeypatch):
-    """A kernel already on the pool must not start BLAS threads beside its siblings; nor may a second
-    request's product while another one has them."""
-    seen: list[list[int]] = []
-    real = np.matmul
-    monkeypatch.setattr(np, "matmul", lambda *a, **k: (seen.append(_blas_threads()), real(*a, **k))[1])
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "blocks"),
+    [((512, 256), (256, 256), [(0, 256), (256, 512)]),  # rows of a
+     ((1, 2048), (2048, 1000), [(0, 500), (500, 1000)]),  # a batch-1 dense layer: columns of b
+     ((16, 300, 64), (16, 64, 128), [(0, 8), (8, 16)])],  # Winograd's 16 positions
+)
+def test_a_large_product_is_split_over_the_pool_with_blas_single_threaded(limited, tasks, a_shape, b_shape, blocks):
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    expected = np.einsum("...mk,...kn->...mn", a, b)
+    np.testing.assert_allclose(blas.matmul(np, a, b), expected, rtol=1e-4, atol=1e-3)
+    assert tasks["items"] == [blocks]
+    assert all(n == 1 for threads in tasks["threads"] for n in threads)
+
+
+def test_small_products_and_products_in_pool_tasks_run_in_one_piece(limited, tasks):
+    """A kernel already on the pool has siblings on the cores; a small product is not worth a hand-off."""
     a, b = np.ones((512, 256), np.float32), np.ones((256, 256), np.float32)
+    blas.matmul(np, a[:1, :16], b[:16])
+    assert tasks["items"] == []
+    tasks["threads"].clear()
     pool.run_tasks(lambda _: blas.matmul(np, a, b), [0, 1, 2, 3])
-    assert len(seen) == 4
-    assert all(n == 1 for s in seen for n in s)  # the caller's own share counts as a pool task
-    seen.clear()
-    with blas._THREADED:  # another product holds BLAS's threads
-        blas.matmul(np, a, b)
-    assert all(n == 1 for n in seen[-1])
+    assert tasks["items"] == [[0, 1, 2, 3]]  # only the outer call: no nested split
+    assert len(tasks["threads"]) == 4
 
 
 def test_transposed_operands_through_the_matmul_kernel(limited):

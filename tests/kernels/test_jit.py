@@ -103,10 +103,46 @@ def test_compilation_happens_when_the_plan_is_built_and_lands_in_the_cache_dir(t
     assert hits >= used, "the second process did not load its kernels from the cache"
 
 
+@needs_numba
+def test_a_first_start_answers_with_twins_while_missing_loops_compile_in_the_background(tmp_path):
+    """In a fresh process with an empty cache: a plan built with compile_in_background returns before its
+    loops are compiled, runs (twins) with the same results, and turns to the compiled loops once the
+    background thread is done; a second process finds them cached and has them ready at once."""
+    code = f"""
+        import numpy as np, engine
+        from kernels import jit
+        from tests.kernels.test_jit import _depthwise_graph
+        jit.configure(cache_dir={str(tmp_path)!r})
+        options = engine.SessionOptions(plan=engine.PlanOptions(compile_in_background=True))
+        sess = engine.Session(_depthwise_graph(), options=options)
+        plan = sess.plan_for(["x:0"], ["y:0"])
+        used = [f for f in jit.registered() if "DepthwiseConv2dNative" in f.ops]
+        x = np.random.default_rng(0).standard_normal((2, 6, 6, 4)).astype(np.float32)
+        first = sess.run("y:0", {{"x:0": x}})
+        readiness = jit.Readiness(used)
+        print("ready-at-build", all(f.ready for f in used))
+        assert readiness.wait(240), "the background compilation never finished"
+        assert all(f._dispatcher for f in used)
+        calls = []
+        real_call = jit.CompiledFunction.__call__
+        jit.CompiledFunction.__call__ = lambda self, *args: (calls.append(self.name), real_call(self, *args))[1]
+        second = sess.run("y:0", {{"x:0": x}})
+        assert calls, "the compiled loops were not used once ready"
+        twin = engine.Session(_depthwise_graph(), options=engine.SessionOptions(
+            plan=engine.PlanOptions(compiled_kernels=False))).run("y:0", {{"x:0": x}})
+        np.testing.assert_allclose(first, twin, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(second, twin, rtol=1e-5, atol=1e-5)
+    """
+    assert "ready-at-build False" in _run_python(code)
+    assert "ready-at-build True" in _run_python(code)  # now cached: loaded while the plan is built
+
+
 def test_settings_reach_the_engine(monkeypatch, tmp_path):
     options = Settings().session_options()
     assert options.plan.compiled_kernels is True and options.tune_allocator is True
-    assert options.single_threaded_blas is True
+    assert options.single_threaded_blas is True and options.plan.compile_in_background is True
+    monkeypatch.setenv("TENSORGATE_COMPILE_KERNELS_IN_BACKGROUND", "false")
+    assert Settings().session_options().plan.compile_in_background is False
     monkeypatch.setenv("TENSORGATE_COMPILED_KERNELS", "false")
     monkeypatch.setenv("TENSORGATE_TUNE_ALLOCATOR", "false")
     monkeypatch.setenv("TENSORGATE_KERNEL_CACHE_DIR", str(tmp_path / "k"))
