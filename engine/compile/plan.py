@@ -74,6 +74,9 @@ class PlanOptions:
     # compiles the loops its ops' kernels call while it is built (once per process, or loaded from
     # numba's cache), so that no request waits for a compiler.
     compiled_kernels: bool = True
+    # Compiled loops missing from numba's cache compile on a background thread while the plan runs their
+    # numpy twins (kernels.jit.warm_up_in_background), instead of the plan's build waiting for them.
+    compile_in_background: bool = False
     # Most bytes one run may ask a kernel to allocate where the size depends on the values or shapes
     # fed (Fill, Tile, Range, broadcasting, ...: kernels.limits); past it the run fails with
     # ResourceLimitError before allocating. None: no limit.
@@ -274,14 +277,18 @@ class _Builder:
             return bind_recv(node.attrs["key"], convert, node.attrs.get("timeout"))
         if node.op in CALL_OPS:
             return calls.bind_call(
-                node, self.graph.library, self.compile_function, self.options.max_loop_iterations, self.device
+                node, self.graph.library, self.compile_function, self.options.max_loop_iterations, self.device,
+                bind_kernel=self.bind if self.options.optimize else None,  # (fused recurrences: float rounding)
             )
         kdef = kernels.lookup(node.op, self.kind)
         context = None
         if kdef.context_params:
             compiled = self.options.compiled_kernels and jit.AVAILABLE and self.kind == "cpu"
             if compiled and "compiled" in kdef.context_params:
-                jit.warm_up((node.op,))
+                if self.options.compile_in_background:
+                    compiled = jit.warm_up_in_background((node.op,))
+                else:
+                    jit.warm_up((node.op,))
             context = {"resources": self.resources, "node_name": node.name, "compiled": compiled,
                        "memory_limit": self.options.max_request_memory_bytes}
         return kdef.bind(np if node.name in self.host_nodes else self.xp, node.attrs, context)
