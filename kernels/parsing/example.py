@@ -12,7 +12,8 @@ inputs they accept; the parsing itself is kernels.parsing.example_parser's, Tens
 * a scalar `serialized` (ParseExampleV2, ParseSingleExample) parses one Example: no batch dim, sparse
   indices [n, 1] and shape [n], empty ragged splits, and TensorFlow's single-example error messages.
 
-Only float32, int64 and bytes features exist.
+Only float32, int64 and bytes features exist. A batch is read by a compiled walk over its wire bytes where
+the plan allows compiled kernels (kernels.parsing.example_wire_walk), by its numpy twin otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernels.host import format_dims
+from kernels.jit import use_compiled
 from kernels.parsing.example_parser import (
     ExampleConfig,
     dense_specs,
@@ -41,10 +43,12 @@ def _check_serialized(serialized: Any, names: Any, *, scalar_ok: bool) -> None:
                          f"serialized.shape={format_dims(serialized.shape)}")
 
 
-def _parse(config: ExampleConfig, serialized: Any, names: Any, memory_limit: int | None) -> tuple:
+def _parse(xp: Any, config: ExampleConfig, serialized: Any, names: Any, memory_limit: int | None,
+           compiled: bool) -> tuple:
     if serialized.ndim == 0:
         return parse_single_example(config, serialized.item()).outputs()
-    return parse_example_batch(config, list(serialized), list(names.reshape(-1)), memory_limit).outputs()
+    return parse_example_batch(config, list(serialized), list(names.reshape(-1)), memory_limit,
+                               compiled=use_compiled(xp, compiled)).outputs()
 
 
 def _v2_outputs(attrs: dict) -> int:
@@ -55,7 +59,7 @@ def _v2_outputs(attrs: dict) -> int:
 def parse_example_v2(xp: Any, serialized: Any, names: Any, sparse_keys: Any, dense_keys: Any, ragged_keys: Any,
                      *dense_defaults: Any, Tdense: tuple, num_sparse: int, sparse_types: tuple,
                      ragged_value_types: tuple, ragged_split_types: tuple, dense_shapes: tuple,
-                     memory_limit: int | None = None) -> tuple:
+                     memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """Parse a vector (or a scalar) of serialized Examples; keys come as 1-D string tensors."""
     _check_serialized(serialized, names, scalar_ok=True)
     dense_keys, sparse_keys, ragged_keys = (list(k.reshape(-1)) for k in (dense_keys, sparse_keys, ragged_keys))
@@ -69,7 +73,7 @@ def parse_example_v2(xp: Any, serialized: Any, names: Any, sparse_keys: Any, den
     config = ExampleConfig(dense_specs(dense_keys, Tdense, dense_shapes, dense_defaults),
                            list_specs(sparse_keys, sparse_types), list_specs(ragged_keys, ragged_value_types,
                                                                              ragged_split_types))
-    return _parse(config, serialized, names, memory_limit)
+    return _parse(xp, config, serialized, names, memory_limit, compiled)
 
 
 def _v1_outputs(attrs: dict) -> int:
@@ -78,7 +82,8 @@ def _v1_outputs(attrs: dict) -> int:
 
 @kernel("ParseExample", devices=("cpu",), outputs=_v1_outputs)
 def parse_example(xp: Any, serialized: Any, names: Any, *keys_and_defaults: Any, Nsparse: int, Ndense: int,
-                  sparse_types: tuple, Tdense: tuple, dense_shapes: tuple, memory_limit: int | None = None) -> tuple:
+                  sparse_types: tuple, Tdense: tuple, dense_shapes: tuple, memory_limit: int | None = None,
+                  compiled: bool = False) -> tuple:
     """Parse a vector of serialized Examples; each key comes as a scalar string input."""
     _check_serialized(serialized, names, scalar_ok=False)
     sparse_keys = [k.item() for k in keys_and_defaults[:Nsparse]]
@@ -87,7 +92,7 @@ def parse_example(xp: Any, serialized: Any, names: Any, *keys_and_defaults: Any,
         raise ValueError("len(sparse_keys) != len(sparse_types)")
     config = ExampleConfig(dense_specs(dense_keys, Tdense, dense_shapes, keys_and_defaults[Nsparse + Ndense:]),
                            list_specs(sparse_keys, sparse_types))
-    return _parse(config, serialized, names, memory_limit)
+    return _parse(xp, config, serialized, names, memory_limit, compiled)
 
 
 def _single_outputs(attrs: dict) -> int:

@@ -4,7 +4,11 @@ Example, becomes dense, sparse and ragged tensors (`parse_example_batch`, `parse
 
 Each Example is decoded once (engine/proto/example_wire.proto: every map entry in order, feature values
 left serialized); the entries of requested keys are read (kernels.parsing.feature_wire) into one `_Column` per
-feature, last entry first, and the columns become tensors at the end. TensorFlow's rules, kept here:
+feature, last entry first, and the columns become tensors at the end. That per-Example walk is the twin
+of a compiled one (kernels.parsing.example_wire_walk, `compiled=True`), which reads a whole batch's wire
+bytes in one pass and hands any batch it does not take (malformed, unusual or erroneous Examples) back to
+the twin; both give each feature's value counts per example and its values, which become the same
+tensors. TensorFlow's rules, kept on both paths:
 
 * a key given twice in one Example: the last entry wins, except that an empty `Feature{}` is skipped by
   a dense feature, and by every feature of a single Example;
@@ -16,11 +20,12 @@ feature, last entry first, and the columns become tensors at the end. TensorFlow
   that has one, as TensorFlow's minibatches report them.
 
     config = ExampleConfig(dense=dense_specs(keys, types, shapes, defaults), sparse=list_specs(...))
-    parsed = parse_example_batch(config, serialized, names)   # .dense, .sparse, .ragged, .outputs()
+    parsed = parse_example_batch(config, serialized, names, compiled=True)   # .dense, .sparse, .ragged, .outputs()
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +36,7 @@ from engine.graph.dtypes import tf_name_of_numpy
 from engine.proto import example_wire_pb2
 from kernels.host import format_dims
 from kernels.limits import STRING_ELEMENT_BYTES, check_bytes
+from kernels.parsing import example_wire_walk
 from kernels.parsing.feature_wire import (
     FLOAT,
     INT64,
@@ -124,7 +130,7 @@ def dense_specs(keys: list[bytes], types: tuple, shapes: tuple, defaults: tuple)
                              f"{'<unknown>' if shape is None else format_dims(shape)}")
         check_feature_dtype(dtype)
         variable_length = len(shape) > 0 and shape[0] is None
-        stride = int(np.prod(shape[1:] if variable_length else shape, dtype=np.int64))
+        stride = math.prod(int(dim) for dim in (shape[1:] if variable_length else shape))
         if variable_length:
             if default.size != 1:
                 raise ValueError(f"dense_shape[{d}] is a variable length shape: {format_dims(shape)}, therefore "
@@ -176,10 +182,11 @@ class _Column:
     def values(self) -> np.ndarray:
         return concat_values(self.spec.dtype, self.payloads)
 
-    def full_counts(self, batch: int) -> np.ndarray:
-        counts = np.zeros(batch, np.int64)
-        counts[self.rows] = self.counts
-        return counts
+    def found(self, batch: int) -> np.ndarray:
+        """Value counts per example, -1 where the feature was not taken."""
+        found = np.full(batch, -1, np.int64)
+        found[self.rows] = self.counts
+        return found
 
 
 def _columns(config: ExampleConfig) -> tuple[list[_Column], dict[bytes, _Column]]:
@@ -238,25 +245,59 @@ class _EntryError(Exception):
     """What is wrong with one entry; the batch parser says where (name, key, index)."""
 
 
-def _check_dense_outputs(columns: list[_Column], n: int, memory_limit: int | None) -> None:
+def _check_dense_outputs(config: ExampleConfig, n: int, found: list[np.ndarray], memory_limit: int | None) -> None:
     """The dense outputs of a batch of `n` Examples must fit in the memory limit: a missing feature takes
     its default, so many tiny Examples make [n, *shape] outputs of defaults, and a variable-length feature
     pads every row to the longest one."""
     if memory_limit is None:
         return
     total = 0
-    for column in columns:
-        spec = column.spec
+    for spec, counts in zip(config.dense, found):
         per = STRING_ELEMENT_BYTES if spec.dtype == STRING else spec.dtype.itemsize
-        width = spec.stride if column.kind == "dense" else max(column.counts, default=0)
+        width = int(counts.max(initial=0)) if spec.variable_length else spec.stride
         total += n * width * per
     check_bytes(total, memory_limit, f"dense outputs of {n} Examples")
 
 
 def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: list[bytes],
-                        memory_limit: int | None = None) -> ParsedExamples:
+                        memory_limit: int | None = None, *, compiled: bool = False) -> ParsedExamples:
     """Parse a batch of serialized Examples as TensorFlow's FastParseExample does; AllocationTooLarge when
-    the dense outputs would pass `memory_limit` (checked before they are built)."""
+    the dense outputs would pass `memory_limit` (checked before they are built). `compiled`: walk the
+    batch with kernels.parsing.example_wire_walk, whose twin is the per-Example code here (which parses
+    any batch the walk does not take, and words every error)."""
+    n = len(serialized)
+    features = _walk_compiled(config, serialized) if compiled and n else None
+    if features is None:
+        features = _walk_twin(config, serialized, names)
+    found = [counts for counts, _ in features]
+    _check_dense_outputs(config, n, found[:len(config.dense)], memory_limit)
+    dense = [(_varlen_batch if s.variable_length else _dense_batch)(s, n, *f) for s, f in zip(config.dense, features)]
+    lists = features[len(config.dense):]
+    return ParsedExamples(
+        dense=dense,
+        sparse=[_sparse_batch(n, *f) for f in lists[:len(config.sparse)]],
+        ragged=[_ragged_batch(s, n, *f) for s, f in zip(config.ragged, lists[len(config.sparse):])],
+    )
+
+
+def _walk_compiled(config: ExampleConfig, serialized: list[bytes]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Each feature's (value counts per example, -1 where missing; values) from the compiled walk, None
+    where it does not take the batch."""
+    specs = (*config.dense, *config.sparse, *config.ragged)
+    keys = [s.key for s in specs]
+    if not example_wire_walk.AVAILABLE or len(set(keys)) < len(keys):  # duplicates: see _columns
+        return None
+    lists = len(config.sparse) + len(config.ragged)
+    kinds = [example_wire_walk.VARLEN if s.variable_length else example_wire_walk.FIXED for s in config.dense]
+    return example_wire_walk.walk_batch(
+        serialized, keys, [s.dtype for s in specs], kinds + [example_wire_walk.LIST] * lists,
+        [s.stride for s in config.dense] + [0] * lists, [s.default.size == 0 for s in config.dense] + [False] * lists)
+
+
+def _walk_twin(config: ExampleConfig, serialized: list[bytes],
+               names: list[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each feature's (value counts per example, -1 where missing; values), Example by Example: the twin
+    of the compiled walk, and what raises TensorFlow's errors."""
     columns, index = _columns(config)
     fixed = [c for c in columns if c.kind == "dense"]
     for i, example in enumerate(serialized):
@@ -275,12 +316,7 @@ def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: l
                 raise ValueError(f"Name: {name}, Feature: {as_text(column.spec.key)} (data type: "
                                  f"{tf_type_name(column.spec.dtype)}) is required but could not be found.")
     n = len(serialized)
-    _check_dense_outputs(columns[:len(config.dense)], n, memory_limit)
-    return ParsedExamples(
-        dense=[_dense_batch(c, n) if c.kind == "dense" else _varlen_batch(c, n) for c in columns[:len(config.dense)]],
-        sparse=[_sparse_batch(c, n) for c in columns if c.kind == "sparse"],
-        ragged=[_ragged_batch(c, n) for c in columns if c.kind == "ragged"],
-    )
+    return [(c.found(n), c.values()) for c in columns]
 
 
 def _take_batch(column: _Column, i: int, feature: bytes, serialized: list[bytes]) -> None:
@@ -326,40 +362,39 @@ def _take_batch(column: _Column, i: int, feature: bytes, serialized: list[bytes]
     column.payloads.append(payload)
 
 
-def _dense_batch(column: _Column, n: int) -> np.ndarray:
-    spec = column.spec
-    values = column.values().reshape((len(column.rows), *spec.shape))
-    if len(column.rows) == n:
-        return values
+def _dense_batch(spec: DenseSpec, n: int, found: np.ndarray, values: np.ndarray) -> np.ndarray:
+    present = found >= 0
+    if present.all():
+        return values.reshape((n, *spec.shape))
     out = np.empty((n, *spec.shape), spec.dtype)
     out[...] = spec.default.reshape(spec.shape)
-    out[column.rows] = values
+    rows = np.flatnonzero(present)
+    out[rows] = values.reshape((rows.size, *spec.shape))
     return out
 
 
-def _varlen_batch(column: _Column, n: int) -> np.ndarray:
-    spec = column.spec
-    counts = column.full_counts(n)
+def _varlen_batch(spec: DenseSpec, n: int, found: np.ndarray, values: np.ndarray) -> np.ndarray:
+    counts = np.maximum(found, 0)
     width = int(counts.max()) if n else 0
     out = np.full((n, width), spec.default.reshape(-1)[0], spec.dtype)
     if counts.any():
         rows, starts = np.repeat(np.arange(n), counts), np.cumsum(counts) - counts
-        out[rows, np.arange(rows.size) - np.repeat(starts, counts)] = column.values()
+        out[rows, np.arange(rows.size) - np.repeat(starts, counts)] = values
     return out.reshape((n, width // spec.stride if spec.stride else 0, *spec.shape[1:]))
 
 
-def _sparse_batch(column: _Column, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    counts = column.full_counts(n)
+def _sparse_batch(n: int, found: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    counts = np.maximum(found, 0)
     rows = np.repeat(np.arange(n, dtype=np.int64), counts)
     cols = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     shape = np.array([n, int(counts.max()) if n else 0], np.int64)
-    return np.stack([rows, cols], axis=1), column.values(), shape
+    return np.stack([rows, cols], axis=1), values, shape
 
 
-def _ragged_batch(column: _Column, n: int) -> tuple[np.ndarray, np.ndarray]:
-    splits = np.zeros(n + 1, column.spec.splits_dtype)
-    np.cumsum(column.full_counts(n), out=splits[1:])
-    return column.values(), splits
+def _ragged_batch(spec: ListSpec, n: int, found: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    splits = np.zeros(n + 1, spec.splits_dtype)
+    np.cumsum(np.maximum(found, 0), out=splits[1:])
+    return values, splits
 
 
 # --- one Example ------------------------------------------------------------------------------------

@@ -3,9 +3,9 @@ the outputs written as JSON lines or as a TFRecord of tf.Examples (`tensorgate s
 
 The model is loaded as the server loads a version (GraphDef or SavedModel, init ops, warm-up); the
 signature must take one string input, the serialized Examples (as classify, regress and Estimator-style
-predict signatures do). Records stream through: one batch in memory at a time, outputs written as each
-batch finishes, in input order, so files larger than memory score in bounded memory. A damaged record
-stops the run with an error naming the file and byte offset; what was scored before it is written.
+predict signatures do). Records stream through: one batch in memory at a time, outputs written a batch
+at a time, in input order, so files larger than memory score in bounded memory. A damaged record stops
+the run with an error naming the file and byte offset; the batches before it are scored and written.
 
     >>> stats = score(load_for_scoring("export/1"), ["data/*.tfrecord.gz"], "scores.jsonl", batch_size=256)
     >>> stats.records, stats.seconds
@@ -20,13 +20,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 
 from engine import SessionOptions
-from engine.proto import example_pb2
 from service.errors import NotFound
 from service.repository import version_source
 from service.repository.config import ModelConfig
@@ -96,21 +96,63 @@ def _examples_input(servable: Servable, name: str | None) -> tuple[Signature, st
     return signature, strings[0].tensor
 
 
-def _json_value(value: np.ndarray):
-    if value.dtype == object:
-        def text(item):
-            if isinstance(item, bytes):
-                try:
-                    return item.decode("utf-8")
-                except UnicodeDecodeError:
-                    return {"b64": base64.b64encode(item).decode("ascii")}
-            return item
+# --- output records ---------------------------------------------------------------------------------------
 
-        return np.vectorize(text, otypes=[object])(value).tolist() if value.ndim else text(value.item())
-    return value.tolist()
+
+def _json_text(item: Any) -> Any:
+    """A string tensor's element as JSON holds it: UTF-8 text, else {"b64": ...}."""
+    if isinstance(item, bytes):
+        try:
+            return item.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(item).decode("ascii")}
+    return item
+
+
+def _json_object(row: Any) -> Any:
+    """One row of a string output (an element, or an array of them) as JSON holds it."""
+    if isinstance(row, np.ndarray):
+        return np.vectorize(_json_text, otypes=[object])(row).tolist() if row.ndim else _json_text(row.item())
+    return _json_text(row)
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(..., ensure_ascii=False)
+
+
+def _json_rows(value: np.ndarray) -> list[str]:
+    """Each row of a batch output, value[i], as json.dumps(value[i].tolist(), ensure_ascii=False) writes it;
+    a column of finite floats or of integers as a batch (float.__repr__ and int.__repr__ are json's)."""
+    if value.dtype == object:
+        return [_dumps(_json_object(row)) for row in value]
+    rows = value.tolist()
+    kind = value.dtype.kind
+    if value.ndim == 1 and kind == "f" and np.isfinite(value).all():  # json writes NaN, Infinity
+        return list(map(float.__repr__, rows))
+    if value.ndim == 1 and kind in "iu":
+        return list(map(int.__repr__, rows))
+    return list(map(_dumps, rows))
+
+
+def _jsonl_writer(sink: IO[str], aliases: Sequence[str]) -> Callable[[list[np.ndarray], int], None]:
+    """Writes a batch's outputs as JSON lines, one object per record: the lines json.dumps({alias: row, ...},
+    ensure_ascii=False) writes, built a column at a time."""
+    heads = [_dumps(alias) + ": " for alias in aliases]
+
+    def write(values: list[np.ndarray], records: int) -> None:
+        columns = [[head + row for row in _json_rows(value)] for head, value in zip(heads, values)]
+        if len(columns) == 1:
+            sink.write("".join(["{" + part + "}\n" for part in columns[0]]))
+        elif columns:
+            sink.write("".join(["{" + ", ".join(parts) + "}\n" for parts in zip(*columns)]))
+        else:
+            sink.write("{}\n" * records)
+
+    return write
 
 
 def _example(outputs: dict[str, np.ndarray]) -> bytes:
+    from engine.proto import example_pb2
+
     example = example_pb2.Example()
     for alias, value in outputs.items():
         feature = example.features.feature[alias]
@@ -124,16 +166,27 @@ def _example(outputs: dict[str, np.ndarray]) -> bytes:
     return example.SerializeToString()
 
 
-def _batches(paths: Sequence[Path], batch_size: int) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    for path in paths:
-        for record in read_records(path):
-            batch.append(record)
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-    if batch:
-        yield batch
+def _tfrecord_writer(sink: TFRecordWriter, aliases: Sequence[str]) -> Callable[[list[np.ndarray], int], None]:
+    """Writes a batch's outputs as tf.Examples, one per record."""
+
+    def write(values: list[np.ndarray], records: int) -> None:
+        for i in range(records):
+            sink.write(_example({alias: value[i, ...] for alias, value in zip(aliases, values)}))
+
+    return write
+
+
+# --- input records ----------------------------------------------------------------------------------------
+
+
+def _batches(paths: Sequence[Path], batch_size: int) -> Iterator[tuple[np.ndarray, int]]:
+    """The records of `paths` in batches (string vectors), each with its size in the files (a record's
+    framing is 16 bytes)."""
+    records = chain.from_iterable(read_records(path) for path in paths)
+    while batch := list(islice(records, batch_size)):
+        vector = np.empty(len(batch), dtype=object)
+        vector[:] = batch
+        yield vector, sum(map(len, batch)) + 16 * len(batch)
 
 
 class _Progress:
@@ -171,28 +224,21 @@ def score(servable: Servable, inputs: Sequence[str | Path], output: str | Path, 
     aliases = [spec.alias for spec in sig.outputs]
     plain = all(not _gzipped(p) for p in paths)
     meter = _Progress(progress or sys.stderr, sum(p.stat().st_size for p in paths) if plain else None)
-    write: Callable[[dict[str, np.ndarray]], None]
     records = done_bytes = 0
     start = time.perf_counter()
     out_path = Path(output)
     with open(out_path, "w", encoding="utf-8") if output_format == "jsonl" else TFRecordWriter(out_path) as sink:
-        if output_format == "jsonl":
-            def write(row):
-                sink.write(json.dumps({k: _json_value(v) for k, v in row.items()}, ensure_ascii=False) + "\n")
-        else:
-            def write(row):
-                sink.write(_example(row))
+        write = _jsonl_writer(sink, aliases) if output_format == "jsonl" else _tfrecord_writer(sink, aliases)
         try:
-            for batch in _batches(paths, batch_size):
-                values = servable.run({feed: np.array(batch, dtype=object)}, fetches)
+            for batch, size in _batches(paths, batch_size):
+                values = servable.run({feed: batch}, fetches)
                 for alias, value in zip(aliases, values):
                     if np.ndim(value) == 0 or value.shape[0] != len(batch):
                         raise ScoringError(f"output '{alias}' of signature '{sig.name}' has shape {list(np.shape(value))} "
                                            f"for a batch of {len(batch)} records: it does not follow the batch")
-                for i in range(len(batch)):
-                    write({alias: value[i] for alias, value in zip(aliases, values)})
+                write(values, len(batch))
                 records += len(batch)
-                done_bytes += sum(len(r) + 16 for r in batch)  # each record's framing is 16 bytes
+                done_bytes += size
                 meter.update(records, done_bytes)
         except TFRecordError as e:
             raise ScoringError(f"{e} (the {records} records before it were scored and written)") from None

@@ -54,7 +54,7 @@ def _uses_compiled_kernels(case_dir: Path) -> bool:
 
 # Ops whose kernels (or the fused kernels the optimizer turns them into) have compiled loops.
 COMPILED_SOURCE_OPS = frozenset({"DepthwiseConv2dNative", "Conv2D", "Softmax", "Erf", "Erfc", "Tanh", "Mean",
-                                 "MatMul", "BatchMatMulV2", "Einsum"})
+                                 "MatMul", "BatchMatMulV2", "Einsum", "ParseExampleV2", "ParseExample"})
 
 
 @pytest.mark.parametrize(
