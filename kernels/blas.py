@@ -34,9 +34,10 @@ from kernels import pool
 
 __all__ = ["SPLIT_MIN_FLOPS", "blas_threads_limited", "limit_blas_threads", "matmul"]
 
-# Products of fewer multiply-adds run in one piece: a hand-off to the pool costs tens of microseconds,
-# which a batch-1 dense layer (784 x 512: 0.4M, ~30 us) does not win back.
-SPLIT_MIN_FLOPS = 1 << 20
+# Products of fewer multiply-adds run in one piece: a hand-off to the pool costs tens of microseconds, and
+# on a busy machine waiting for the second thread costs more (a 64x256x1024 product, 16M: 0.51 ms split, 0.37
+# whole; T5 at batch 1: 25 ms with a 1M threshold, 17 with none), which small products do not win back.
+SPLIT_MIN_FLOPS = 1 << 23
 # Row or column blocks narrower than this are not worth a task (BLAS's kernels work in panels).
 _MIN_BLOCK = 16
 _BLAS_DTYPES = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))

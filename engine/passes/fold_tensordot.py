@@ -24,7 +24,7 @@ from engine.passes.context import PassContext
 from engine.passes.guards import is_opaque
 from engine.passes.rewrite import Consumers, constant_value, merged_controls, rebuild
 
-__all__ = ["run"]
+__all__ = ["is_tensordot_shape", "run", "tensordot_rows"]
 
 
 def _node(graph: Graph, ref: TensorRef, op: str, ctx: PassContext) -> Node | None:
@@ -61,15 +61,11 @@ def _prod_of(graph: Graph, ref: TensorRef, ctx: PassContext) -> TensorRef | None
     return prod.inputs[0]
 
 
-def _dense(graph: Graph, outer: Node, ctx: PassContext) -> Node | None:
-    """The `_TensorgateDense` replacing `outer` (the Tensordot's final Reshape), or None."""
-    matmul = _node(graph, outer.inputs[0], "_FusedMatMul", ctx)
-    if matmul is None or matmul.attrs.get("transpose_a") or matmul.attrs.get("transpose_b") or len(matmul.inputs) != 3:
-        return None
-    weights = constant_value(graph, matmul.inputs[1], ctx.fed)
-    if weights is None or weights.ndim != 2:
-        return None
-    inner = _node(graph, matmul.inputs[0], "Reshape", ctx)
+def tensordot_rows(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef, TensorRef, Node, Node | None] | None:
+    """(x, the rows' count ref, the Reshape, the Transpose or None) when `ref` is Tensordot's
+    Reshape(Transpose(x, identity), Pack(Prod(Gather(Shape(x), free)), Prod(Gather(Shape(x), [last])))), that
+    is x.reshape(-1, K) contracting x's last axis; else None."""
+    inner = _node(graph, ref, "Reshape", ctx)
     if inner is None:
         return None
     x, rank = inner.inputs[0], None
@@ -82,7 +78,7 @@ def _dense(graph: Graph, outer: Node, ctx: PassContext) -> Node | None:
     pack = _node(graph, inner.inputs[1], "Pack", ctx)
     if pack is None or len(pack.inputs) != 2 or pack.attrs.get("axis", 0) != 0:
         return None
-    rows, depth = (_prod_of(graph, ref, ctx) for ref in pack.inputs)
+    rows, depth = (_prod_of(graph, r, ctx) for r in pack.inputs)
     free = None if rows is None else _gather_of_shape(graph, rows, x, ctx)
     contracted = None if depth is None else _gather_of_shape(graph, depth, x, ctx)
     if free is None or contracted is None:
@@ -90,10 +86,31 @@ def _dense(graph: Graph, outer: Node, ctx: PassContext) -> Node | None:
     rank = rank if rank is not None else len(free) + 1
     if free != list(range(rank - 1)) or contracted not in ([rank - 1], [-1]):
         return None
-    concat = _node(graph, outer.inputs[1], "ConcatV2", ctx)
+    return x, rows, inner, transpose
+
+
+def is_tensordot_shape(graph: Graph, ref: TensorRef, rows: TensorRef, units: int, ctx: PassContext) -> bool:
+    """Whether `ref` is Tensordot's output shape ConcatV2(Gather(Shape(x), free), [units], 0), whose free
+    dims are `rows` (the Gather tensordot_rows found): the product's shape restored, as the matmul had it."""
+    concat = _node(graph, ref, "ConcatV2", ctx)
     if concat is None or len(concat.inputs) != 3 or _const(graph, concat.inputs[2], ctx) not in ([0], [-1]):
+        return False
+    return concat.inputs[0] == rows and _const(graph, concat.inputs[1], ctx) == [units]
+
+
+def _dense(graph: Graph, outer: Node, ctx: PassContext) -> Node | None:
+    """The `_TensorgateDense` replacing `outer` (the Tensordot's final Reshape), or None."""
+    matmul = _node(graph, outer.inputs[0], "_FusedMatMul", ctx)
+    if matmul is None or matmul.attrs.get("transpose_a") or matmul.attrs.get("transpose_b") or len(matmul.inputs) != 3:
         return None
-    if concat.inputs[0] != rows or _const(graph, concat.inputs[1], ctx) != [weights.shape[1]]:
+    weights = constant_value(graph, matmul.inputs[1], ctx.fed)
+    if weights is None or weights.ndim != 2:
+        return None
+    found = tensordot_rows(graph, matmul.inputs[0], ctx)
+    if found is None:
+        return None
+    x, rows, inner, transpose = found
+    if not is_tensordot_shape(graph, outer.inputs[1], rows, weights.shape[1], ctx):
         return None
     attrs = {k: v for k, v in matmul.attrs.items() if k not in ("transpose_a", "transpose_b")}
     controls = merged_controls([n for n in (transpose, inner, matmul, outer) if n is not None])

@@ -61,7 +61,7 @@ def tasks(monkeypatch):
 @pytest.mark.parametrize(
     ("a_shape", "b_shape", "blocks"),
     [((512, 256), (256, 256), [(0, 256), (256, 512)]),  # rows of a
-     ((1, 2048), (2048, 1000), [(0, 500), (500, 1000)]),  # a batch-1 dense layer: columns of b
+     ((1, 4096), (4096, 2500), [(0, 1250), (1250, 2500)]),  # a batch-1 dense layer: columns of b
      ((16, 300, 64), (16, 64, 128), [(0, 8), (8, 16)])],  # Winograd's 16 positions
 )
 def test_a_large_product_is_split_over_the_pool_with_blas_single_threaded(limited, tasks, a_shape, b_shape, blocks):
