@@ -106,12 +106,23 @@ def _decode_bmp(data: bytes, channels: int) -> np.ndarray:
     return np.concatenate([rgb, alpha], axis=2)
 
 
-def _declared_size(fmt: str, data: bytes, channels: int, ratio: int) -> tuple[int, int, int] | None:
-    """(height, width, channels) as the header declares them, read without decoding; None when the header
-    cannot be read (the decoder then reports the problem) or for GIF (gif_codec counts its frames)."""
+def _jpeg_header(data: bytes) -> jpeg_codec.JpegHeader | None:
+    """The JPEG header of `data`, or None when it cannot be read (the decoder then reports the problem)."""
+    try:
+        return jpeg_codec.read_header(data)
+    except jpeg_codec.JpegError:
+        return None
+
+
+def _declared_size(fmt: str, data: bytes, channels: int, ratio: int,
+                   header: jpeg_codec.JpegHeader | None) -> tuple[int, int, int] | None:
+    """(height, width, channels) as the header declares them, read without decoding (`header`, for JPEG);
+    None when the header cannot be read (the decoder then reports the problem) or for GIF (gif_codec
+    counts its frames)."""
     try:
         if fmt == _JPEG:
-            header = jpeg_codec.read_header(data)
+            if header is None:
+                return None
             return -(-header.height // ratio), -(-header.width // ratio), channels or min(header.components, 3)
         if fmt == _PNG and len(data) >= 24 and data[12:16] == b"IHDR":
             width, height = struct.unpack_from(">II", data, 16)
@@ -125,13 +136,13 @@ def _declared_size(fmt: str, data: bytes, channels: int, ratio: int) -> tuple[in
 
 
 def _check_budget(op: str, fmt: str, data: bytes, channels: int, dtype: np.dtype, ratio: int,
-                  memory_limit: int | None) -> None:
+                  memory_limit: int | None, jpeg_header: jpeg_codec.JpegHeader | None) -> None:
     """A small file may declare a huge image: its decoded size (the uint8 or uint16 pixels, and their
     conversion to `dtype`) must fit in the request's memory limit, checked from the header before decoding.
     kernels.image.limits' fixed pixel cap applies on top."""
     if memory_limit is None:
         return
-    declared = _declared_size(fmt, data, channels, ratio)
+    declared = _declared_size(fmt, data, channels, ratio, jpeg_header)
     if declared is None:
         return
     height, width, depth = declared
@@ -154,13 +165,15 @@ def _wrong_op(fmt: str, op: str) -> ValueError:
 
 def _decode(op: str, data: bytes, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8),
             expand_animations: bool = True, jpeg: dict | None = None, crop: Any = None,
-            memory_limit: int | None = None) -> np.ndarray:
-    """TensorFlow's DecodeImageV2Op::Compute for `op`, on the bytes of one image."""
+            memory_limit: int | None = None, compiled: bool = False) -> np.ndarray:
+    """TensorFlow's DecodeImageV2Op::Compute for `op`, on the bytes of one image (`compiled`: whether the
+    JPEG decoder may run its compiled loop, kernels.jit)."""
     fmt = _format(data)
     if fmt is None:
         raise ValueError("Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.")
     dtype = np.dtype(dtype)
-    _check_budget(op, fmt, data, channels, dtype, (jpeg or {}).get("ratio", 1), memory_limit)
+    header = _jpeg_header(data) if fmt == _JPEG else None
+    _check_budget(op, fmt, data, channels, dtype, (jpeg or {}).get("ratio", 1), memory_limit, header)
     if fmt == _JPEG:
         if channels not in (0, 1, 3):
             raise ValueError("JPEG does not support 4 channels")
@@ -173,7 +186,8 @@ def _decode(op: str, data: bytes, *, channels: int = 0, dtype: np.dtype = np.dty
             window = tuple(int(v) for v in crop.tolist())
         elif op == "DecodeBmp":
             raise _wrong_op(fmt, op)
-        pixels = jpeg_codec.decode(data, channels=channels, crop=window, **(jpeg or {"dct_method": ""}))
+        pixels = jpeg_codec.decode(data, channels=channels, crop=window, header=header, compiled=compiled,
+                                   **(jpeg or {"dct_method": ""}))
         pixels = _convert(pixels, dtype)
         return pixels[None] if op == "DecodeGif" else pixels
     if fmt == _PNG:
@@ -223,38 +237,41 @@ def _jpeg_options(ratio: int, fancy_upscaling: bool, try_recover_truncated: bool
 @kernel("DecodeJpeg", devices=("cpu",))
 def decode_jpeg(xp, contents, *, channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
                 try_recover_truncated: bool = False, acceptable_fraction: float = 1.0, dct_method: str = "",
-                memory_limit: int | None = None):
+                memory_limit: int | None = None, compiled: bool = False):
     """[height, width, channels] uint8 of a JPEG (or PNG, or one-frame GIF)."""
     _check_channels(channels)
     options = _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method)
-    return (_decode("DecodeJpeg", _contents(contents), channels=channels, jpeg=options, memory_limit=memory_limit),)
+    return (_decode("DecodeJpeg", _contents(contents), channels=channels, jpeg=options, memory_limit=memory_limit,
+                    compiled=compiled),)
 
 
 @kernel("DecodeAndCropJpeg", devices=("cpu",))
 def decode_and_crop_jpeg(xp, contents, crop_window, *, channels: int = 0, ratio: int = 1,
                          fancy_upscaling: bool = True, try_recover_truncated: bool = False,
-                         acceptable_fraction: float = 1.0, dct_method: str = "", memory_limit: int | None = None):
+                         acceptable_fraction: float = 1.0, dct_method: str = "", memory_limit: int | None = None,
+                         compiled: bool = False):
     """The [y, x, height, width] window of a JPEG, decoding only the rows and iMCU columns it needs."""
     _check_channels(channels)
     options = _jpeg_options(ratio, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method)
     return (_decode("DecodeAndCropJpeg", _contents(contents), channels=channels, jpeg=options,
-                    crop=np.asarray(crop_window), memory_limit=memory_limit),)
+                    crop=np.asarray(crop_window), memory_limit=memory_limit, compiled=compiled),)
 
 
 @kernel("DecodePng", devices=("cpu",))
 def decode_png(xp, contents, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8),
-               memory_limit: int | None = None):
+               memory_limit: int | None = None, compiled: bool = False):
     """[height, width, channels] uint8 or uint16 of a PNG (or JPEG, or one-frame GIF)."""
     _check_channels(channels)
     if np.dtype(dtype) not in (np.uint8, np.uint16):
         raise ValueError(f"`dtype` for `DecodePng` must be unit8, unit16 but got: {np.dtype(dtype).name}")
-    return (_decode("DecodePng", _contents(contents), channels=channels, dtype=dtype, memory_limit=memory_limit),)
+    return (_decode("DecodePng", _contents(contents), channels=channels, dtype=dtype, memory_limit=memory_limit,
+                    compiled=compiled),)
 
 
 @kernel("DecodeGif", devices=("cpu",))
-def decode_gif(xp, contents, *, memory_limit: int | None = None):
+def decode_gif(xp, contents, *, memory_limit: int | None = None, compiled: bool = False):
     """[frames, height, width, 3] uint8 of a GIF (a JPEG or PNG as one frame)."""
-    return (_decode("DecodeGif", _contents(contents), channels=3, memory_limit=memory_limit),)
+    return (_decode("DecodeGif", _contents(contents), channels=3, memory_limit=memory_limit, compiled=compiled),)
 
 
 @kernel("DecodeBmp", devices=("cpu",))
@@ -266,14 +283,14 @@ def decode_bmp(xp, contents, *, channels: int = 0, memory_limit: int | None = No
 
 @kernel("DecodeImage", devices=("cpu",))
 def decode_image(xp, contents, *, channels: int = 0, dtype: np.dtype = np.dtype(np.uint8),
-                 expand_animations: bool = True, memory_limit: int | None = None):
+                 expand_animations: bool = True, memory_limit: int | None = None, compiled: bool = False):
     """Any of JPEG, PNG, GIF, BMP; GIFs as [frames, h, w, 3] when `expand_animations`; dtype uint8, uint16
     or float32 scaled to [0, 1]."""
     _check_channels(channels)
     if np.dtype(dtype) not in (np.uint8, np.uint16, np.float32):
         raise ValueError(f"`dtype` for `DecodeImage` must be unit8, unit16, float but got: {np.dtype(dtype).name}")
     return (_decode("DecodeImage", _contents(contents), channels=channels, dtype=dtype,
-                    expand_animations=expand_animations, memory_limit=memory_limit),)
+                    expand_animations=expand_animations, memory_limit=memory_limit, compiled=compiled),)
 
 
 @kernel("ExtractJpegShape", devices=("cpu",))

@@ -11,7 +11,9 @@ classes).
 
 Neither the queue nor std::sort is stable: among equal scores the order is what libstdc++'s algorithms
 leave (`stl_order`), which is followed wherever equal scores reach a position that matters. Elsewhere a
-stable sort gives the same order.
+stable sort gives the same order. On the CPU the per-class selection of the whole batch is one compiled
+loop (kernels.image.nms_compiled.per_class, which runs libstdc++'s heap itself); this module's selection is
+its numpy twin.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.image import nms_compiled
 from kernels.image.nms import (
     BoxCorners,
     box_corners,
@@ -33,6 +36,7 @@ from kernels.image.nms import (
     take,
 )
 from kernels.image.stl_order import iter_pops, sort_order
+from kernels.jit import use_compiled
 from kernels.limits import check_elements
 from kernels.registry import kernel
 
@@ -183,7 +187,7 @@ def _clip(values: np.ndarray) -> np.ndarray:
 def combined_non_max_suppression(xp: Any, boxes: Any, scores: Any, max_output_size_per_class: Any,
                                  max_total_size: Any, iou_threshold: Any, score_threshold: Any, *,
                                  pad_per_class: bool = False, clip_boxes: bool = True,
-                                 memory_limit: int | None = None) -> tuple:
+                                 memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """nmsed_boxes [batch, size, 4], nmsed_scores and nmsed_classes [batch, size] float32, valid_detections
     [batch] int32, from boxes [batch, num_boxes, q (1 or classes), 4] and scores [batch, num_boxes, classes]."""
     boxes, scores = np.asarray(boxes, dtype=_F), np.asarray(scores, dtype=_F)
@@ -202,7 +206,7 @@ def combined_non_max_suppression(xp: Any, boxes: Any, scores: Any, max_output_si
     if not (iou_value >= 0 and iou_value <= 1):
         raise ValueError("iou_threshold must be in [0, 1]")
     _check_shapes(boxes, scores)
-    batch, num_boxes, q, _ = boxes.shape
+    batch, num_boxes = boxes.shape[:2]
     num_classes = scores.shape[2]
     size_per_class = min(max_size_per_class, num_boxes)
     slots = size_per_class * num_classes
@@ -211,26 +215,40 @@ def combined_non_max_suppression(xp: Any, boxes: Any, scores: Any, max_output_si
     per_batch = min(total_size, min(_INT_MAX, max_size_per_class * num_classes)) if pad_per_class else total_size
     check_elements(batch * (per_batch * 6 + slots * 2), _F, memory_limit, "CombinedNonMaxSuppression outputs",
                    (batch, per_batch))
+    if use_compiled(np, compiled):  # (the inputs are float32 here)
+        slot_scores, slot_boxes, _ = nms_compiled.select_per_class(boxes, scores, size_per_class, iou_value,
+                                                                   score_value)
+    else:
+        slot_scores, slot_boxes = _slots(boxes, scores, size_per_class, score_value, iou_value)
     out_boxes = np.zeros((batch, per_batch, 4), _F)
     out_scores = np.zeros((batch, per_batch), _F)
     out_classes = np.zeros((batch, per_batch), _F)
     valid = np.zeros(batch, np.int32)
     for b in range(batch):
-        kept_per_class = _kept_per_class(boxes[b], scores[b], size_per_class, score_value, iou_value)
-        slot_scores = np.full(slots, -np.inf, _F)
-        slot_boxes = np.zeros((slots, 4), _F)
-        real = []
-        for c, kept in enumerate(kept_per_class):
-            kept = np.array(kept, dtype=np.int64)
-            start = c * size_per_class
-            slot_scores[start:start + kept.size] = scores[b, kept, c]
-            slot_boxes[start:start + kept.size] = boxes[b, kept, c if q > 1 else 0]
-            real.extend(range(start, start + kept.size))
-        count = min(len(real), per_batch)
-        top = _sorted_records(slot_scores, np.array(real, dtype=np.int64), count)
+        real = np.flatnonzero(slot_scores[b] != -np.inf)  # kept boxes score above the threshold: never -inf
+        count = min(real.size, per_batch)
+        top = _sorted_records(slot_scores[b], real, count)
         valid[b] = count
-        picked = slot_boxes[top]
+        picked = slot_boxes[b, top]
         out_boxes[b, :count] = _clip(picked) if clip_boxes else picked
-        out_scores[b, :count] = slot_scores[top]
+        out_scores[b, :count] = slot_scores[b, top]
         out_classes[b, :count] = (top // size_per_class).astype(_F) if size_per_class else 0
     return out_boxes, out_scores, out_classes, valid
+
+
+def _slots(boxes: np.ndarray, scores: np.ndarray, size_per_class: int, score_threshold: Any,
+           iou_threshold: Any) -> tuple[np.ndarray, np.ndarray]:
+    """TensorFlow's result-candidate vectors: per image, each class's kept boxes in slots c * size_per_class
+    + k, their scores [batch, slots] (-inf where unused) and boxes [batch, slots, 4]."""
+    batch, _, q, _ = boxes.shape
+    num_classes = scores.shape[2]
+    slot_scores = np.full((batch, size_per_class * num_classes), -np.inf, _F)
+    slot_boxes = np.zeros((batch, size_per_class * num_classes, 4), _F)
+    for b in range(batch):
+        for c, kept in enumerate(_kept_per_class(boxes[b], scores[b], size_per_class, score_threshold,
+                                                 iou_threshold)):
+            kept = np.array(kept, dtype=np.int64)
+            start = c * size_per_class
+            slot_scores[b, start:start + kept.size] = scores[b, kept, c]
+            slot_boxes[b, start:start + kept.size] = boxes[b, kept, c if q > 1 else 0]
+    return slot_scores, slot_boxes

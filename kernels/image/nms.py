@@ -9,10 +9,12 @@ the score stays above the threshold. Boxes are [y1, x1, y2, x2] in either corner
 or negative area overlaps nothing. IoU is float32 arithmetic in TensorFlow's order with std::min/max's
 treatment of NaN, then rounded to T (float16 or float32), the type the thresholds and scores compare in.
 
-Hard suppression runs a vectorised pass (one IoU row per selected box against the remaining candidates)
-wherever every similarity is finite; otherwise (NaN or infinite coordinates, areas or overlaps, a NaN
-threshold) and for soft-NMS, the candidates go through TensorFlow's loop one by one. Soft-NMS takes
-exp() in float64 rounded to float32, where TensorFlow calls the C library's expf (within half an ULP).
+On the CPU, NMS with float32 scores runs as one compiled loop (kernels.image.nms_compiled) wherever every
+box is finite; this module is its numpy twin. Here, hard suppression runs a vectorised pass (one IoU row
+per selected box against the remaining candidates) wherever every similarity is finite; otherwise (NaN or
+infinite coordinates, areas or overlaps, a NaN threshold) and for soft-NMS, the candidates go through
+TensorFlow's loop one by one. Soft-NMS takes exp() in float64 rounded to float32, where TensorFlow calls
+the C library's expf (within half an ULP).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.image import nms_compiled
+from kernels.jit import use_compiled
 from kernels.limits import check_elements
 from kernels.registry import kernel
 
@@ -309,40 +313,55 @@ def _value_type(scores: np.ndarray) -> type:
     return np.float16 if scores.dtype == np.float16 else np.float32
 
 
+_LOWEST = {np.float16: np.finfo(np.float16).min, np.float32: np.finfo(np.float32).min}
+
+
 def _check_iou_threshold(value: Any) -> None:
     if not (value >= 0 and value <= 1):
         raise ValueError("iou_threshold must be in [0, 1]")
 
 
 def _run(boxes: Any, scores: Any, max_output_size: np.ndarray, iou_threshold: Any, score_threshold: Any = None,
-         sigma: Any = None, memory_limit: int | None = None, pad: bool = False) -> tuple[np.ndarray, ...]:
-    """Checks shapes (after the scalars, as TensorFlow does), selects, pads; (indices, scores, valid)."""
+         sigma: Any = None, memory_limit: int | None = None, pad: bool = False,
+         compiled: bool = False) -> tuple[np.ndarray, ...]:
+    """Checks shapes (after the scalars, as TensorFlow does), selects, pads; (indices, scores, valid). NMS
+    on float32 scores runs kernels.image.nms_compiled's loop when `compiled` (this module's code is its
+    twin)."""
     boxes, scores = np.asarray(boxes), np.asarray(scores)
     _check_boxes_and_scores(boxes, scores)
     dtype = _value_type(scores)
-    scores = scores.astype(dtype)
+    scores = scores.astype(dtype, copy=False)
     if score_threshold is None:
-        score_threshold = np.finfo(dtype).min  # numeric_limits<T>::lowest()
+        score_threshold = _LOWEST[dtype]  # numeric_limits<T>::lowest()
     output_size = int(max_output_size)
+    if output_size < 0:
+        raise ValueError("output size must be non-negative")
     if pad and output_size > 0:
         check_elements(output_size, np.int32, memory_limit, "NonMaxSuppression padded output", (output_size,))
-    selected, selected_scores = _suppress(scores, output_size, dtype(iou_threshold), dtype(score_threshold),
-                                          dtype(0) if sigma is None else dtype(sigma), _iou_similarity(boxes))
-    valid = len(selected)
+    iou_value, score_value = dtype(iou_threshold), dtype(score_threshold)
+    sigma_value = dtype(0) if sigma is None else dtype(sigma)
+    result = None
+    if use_compiled(np, compiled, scores.dtype) and not np.isnan(iou_value):
+        result = nms_compiled.select(boxes, scores, output_size, iou_value, score_value, sigma_value)
+    if result is None:
+        chosen, chosen_scores = _suppress(scores, output_size, iou_value, score_value, sigma_value,
+                                          _iou_similarity(boxes))
+        result = np.array(chosen, dtype=np.int32), np.array(chosen_scores, dtype=dtype).reshape(-1)
+    selected, selected_scores = result
+    valid = selected.size
     if pad:
-        selected += [0] * (output_size - valid)
-        selected_scores += [dtype(0)] * (output_size - valid)
-    return (np.array(selected, dtype=np.int32), np.array(selected_scores, dtype=dtype).reshape(-1),
-            np.int32(valid))
+        selected = np.concatenate([selected, np.zeros(output_size - valid, np.int32)])
+        selected_scores = np.concatenate([selected_scores, np.zeros(output_size - valid, dtype)])
+    return selected, selected_scores, np.int32(valid)
 
 
 @kernel("NonMaxSuppression", devices=("cpu",))
 def non_max_suppression(xp: Any, boxes: Any, scores: Any, max_output_size: Any, *,
-                        iou_threshold: float = 0.5) -> tuple:
+                        iou_threshold: float = 0.5, compiled: bool = False) -> tuple:
     """int32 indices of the boxes kept, best first; float32 boxes, no score threshold."""
     mos = _scalar(max_output_size, "max_output_size")
     _check_iou_threshold(_F(iou_threshold))
-    return _run(boxes, np.asarray(scores, dtype=_F), mos, _F(iou_threshold))[:1]
+    return _run(boxes, np.asarray(scores, dtype=_F), mos, _F(iou_threshold), compiled=compiled)[:1]
 
 
 def _threshold(tensor: Any, name: str, dtype: type, rank_note: bool = False) -> Any:
@@ -352,13 +371,14 @@ def _threshold(tensor: Any, name: str, dtype: type, rank_note: bool = False) -> 
 
 
 @kernel("NonMaxSuppressionV2", devices=("cpu",))
-def non_max_suppression_v2(xp: Any, boxes: Any, scores: Any, max_output_size: Any, iou_threshold: Any) -> tuple:
+def non_max_suppression_v2(xp: Any, boxes: Any, scores: Any, max_output_size: Any, iou_threshold: Any, *,
+                           compiled: bool = False) -> tuple:
     """V1 with float16 or float32 boxes and scores and the IoU threshold as an input."""
     dtype = _value_type(np.asarray(scores))
     mos = _scalar(max_output_size, "max_output_size")
     iou_value = _threshold(iou_threshold, "iou_threshold", dtype)
     _check_iou_threshold(iou_value)
-    return _run(boxes, scores, mos, iou_value)[:1]
+    return _run(boxes, scores, mos, iou_value, compiled=compiled)[:1]
 
 
 def _v3_inputs(scores: Any, max_output_size: Any, iou_threshold: Any, score_threshold: Any,
@@ -372,34 +392,34 @@ def _v3_inputs(scores: Any, max_output_size: Any, iou_threshold: Any, score_thre
 
 @kernel("NonMaxSuppressionV3", devices=("cpu",))
 def non_max_suppression_v3(xp: Any, boxes: Any, scores: Any, max_output_size: Any, iou_threshold: Any,
-                           score_threshold: Any) -> tuple:
+                           score_threshold: Any, *, compiled: bool = False) -> tuple:
     """V2 keeping only scores above `score_threshold`."""
     mos, iou_value, score_value = _v3_inputs(scores, max_output_size, iou_threshold, score_threshold, True)
-    return _run(boxes, scores, mos, iou_value, score_value)[:1]
+    return _run(boxes, scores, mos, iou_value, score_value, compiled=compiled)[:1]
 
 
 @kernel("NonMaxSuppressionV4", devices=("cpu",), outputs=2)
 def non_max_suppression_v4(xp: Any, boxes: Any, scores: Any, max_output_size: Any, iou_threshold: Any,
                            score_threshold: Any, *, pad_to_max_output_size: bool = False,
-                           memory_limit: int | None = None) -> tuple:
+                           memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """V3, and how many indices are valid; with pad_to_max_output_size the indices are padded with 0."""
     mos, iou_value, score_value = _v3_inputs(scores, max_output_size, iou_threshold, score_threshold, False)
     indices, _, valid = _run(boxes, scores, mos, iou_value, score_value, memory_limit=memory_limit,
-                             pad=pad_to_max_output_size)
+                             pad=pad_to_max_output_size, compiled=compiled)
     return indices, valid
 
 
 @kernel("NonMaxSuppressionV5", devices=("cpu",), outputs=3)
 def non_max_suppression_v5(xp: Any, boxes: Any, scores: Any, max_output_size: Any, iou_threshold: Any,
                            score_threshold: Any, soft_nms_sigma: Any, *, pad_to_max_output_size: bool = False,
-                           memory_limit: int | None = None) -> tuple:
+                           memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """V4 with soft-NMS (soft_nms_sigma > 0) and the selected boxes' (decayed) scores."""
     dtype = _value_type(np.asarray(scores))
     mos, iou_value, score_value = _v3_inputs(scores, max_output_size, iou_threshold, score_threshold, False)
     sigma = _threshold(soft_nms_sigma, "soft_nms_sigma", dtype)
     if not sigma >= 0:
         raise ValueError("soft_nms_sigma_val must be >= 0")
-    return _run(boxes, scores, mos, iou_value, score_value, sigma, memory_limit, pad_to_max_output_size)
+    return _run(boxes, scores, mos, iou_value, score_value, sigma, memory_limit, pad_to_max_output_size, compiled)
 
 
 @kernel("NonMaxSuppressionWithOverlaps", devices=("cpu",))

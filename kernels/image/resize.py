@@ -9,18 +9,28 @@ same order as TensorFlow's kernels, so results match exactly, not only within a 
 ResizeBicubic samples TensorFlow's 1025-entry table of the cubic kernel (Keys' a=-0.5 with half-pixel
 centres, a=-0.75 without); ResizeArea averages the input cells each output cell covers, weighted by the
 covered fraction. `tf.image.resize` v2 reaches these through ScaleAndTranslate instead (kernels/
-scale_and_translate.py); the v1 API and Keras' legacy paths use these ops.
+scale_and_translate.py); the v1 API and Keras' legacy paths use these ops. On the CPU, bilinear and
+nearest resizing of uint8 and float32 images run as compiled loops (kernels.image.resize_compiled) over the
+taps computed here; the numpy bodies are their twins.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
+import numpy
+
+from kernels.image import resize_compiled
+from kernels.jit import use_compiled
 from kernels.limits import check_elements
 from kernels.registry import kernel
 
 __all__ = ["resize_area", "resize_bicubic", "resize_bilinear", "resize_nearest_neighbor"]
+
+_UINT8, _FLOAT32 = numpy.dtype(numpy.uint8), numpy.dtype(numpy.float32)
 
 
 def _scale(xp: Any, in_size: int, out_size: int, align_corners: bool) -> Any:
@@ -43,6 +53,31 @@ def _out_size(size: Any) -> tuple[int, int]:
     return h, w
 
 
+# Output sizes up to this many pixels a side keep their taps (a model resizes to the same size on every
+# request); larger ones, which a client could send to fill the cache, are computed each time.
+_CACHED_SIDE = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_taps(taps: Callable[..., Any], in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> Any:
+    values = taps(numpy, in_size, out_size, align_corners, half_pixel)
+    for array in values if isinstance(values, tuple) else (values,):
+        array.setflags(write=False)
+    return values
+
+
+def _host_taps(taps: Callable[..., Any], in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> Any:
+    """`taps` (_linear_taps or _nearest_index) as numpy arrays, read-only, for the compiled loops."""
+    if out_size <= _CACHED_SIDE:
+        return _cached_taps(taps, in_size, out_size, align_corners, half_pixel)
+    return taps(numpy, in_size, out_size, align_corners, half_pixel)
+
+
+def _compiled_dtype(xp: Any, compiled: bool, images: Any) -> bool:
+    """Whether resize_compiled's loops take these images: uint8 or float32, on the CPU, when asked for."""
+    return use_compiled(xp, compiled) and images.dtype in (_UINT8, _FLOAT32) and images.size > 0
+
+
 def _linear_taps(xp: Any, in_size: int, out_size: int, align_corners: bool, half_pixel: bool):
     """For each output index: the lower and upper input index and the float32 weight of the upper."""
     scale = _scale(xp, in_size, out_size, align_corners)
@@ -57,11 +92,18 @@ def _linear_taps(xp: Any, in_size: int, out_size: int, align_corners: bool, half
 
 @kernel("ResizeBilinear")
 def resize_bilinear(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False,
-                    memory_limit: int | None = None):
-    """Bilinear interpolation to `size` = [new_height, new_width]; the result is always float32."""
+                    memory_limit: int | None = None, compiled: bool = False):
+    """Bilinear interpolation to `size` = [new_height, new_width]; the result is always float32. uint8 and
+    float32 images on the CPU go through kernels.image.resize_compiled's loop (this is its twin)."""
     n, h, w, c = images.shape
     out_h, out_w = _out_size(size)
     _check_output(images, out_h, out_w, "float32", memory_limit, "ResizeBilinear")
+    if _compiled_dtype(xp, compiled, images):
+        out = xp.empty((n, out_h, out_w, c), xp.float32)
+        resize_compiled.bilinear(xp.ascontiguousarray(images), _host_taps(_linear_taps, h, out_h, align_corners,
+                                                                          half_pixel_centers),
+                                 _host_taps(_linear_taps, w, out_w, align_corners, half_pixel_centers), out)
+        return (out,)
     y0, y1, y_lerp = _linear_taps(xp, h, out_h, align_corners, half_pixel_centers)
     x0, x1, x_lerp = _linear_taps(xp, w, out_w, align_corners, half_pixel_centers)
     x_lerp = x_lerp[:, None]
@@ -89,11 +131,18 @@ def _nearest_index(xp: Any, in_size: int, out_size: int, align_corners: bool, ha
 
 @kernel("ResizeNearestNeighbor")
 def resize_nearest_neighbor(xp, images, size, *, align_corners: bool = False, half_pixel_centers: bool = False,
-                            memory_limit: int | None = None):
-    """Nearest-neighbour resizing to `size` = [new_height, new_width]; keeps the input dtype."""
-    _, h, w, _ = images.shape
+                            memory_limit: int | None = None, compiled: bool = False):
+    """Nearest-neighbour resizing to `size` = [new_height, new_width]; keeps the input dtype. uint8 and
+    float32 images on the CPU go through kernels.image.resize_compiled's loop (this is its twin)."""
+    n, h, w, c = images.shape
     out_h, out_w = _out_size(size)
     _check_output(images, out_h, out_w, images.dtype, memory_limit, "ResizeNearestNeighbor")
+    if _compiled_dtype(xp, compiled, images):
+        out = xp.empty((n, out_h, out_w, c), images.dtype)
+        resize_compiled.nearest(xp.ascontiguousarray(images), _host_taps(_nearest_index, h, out_h, align_corners,
+                                                                         half_pixel_centers),
+                                _host_taps(_nearest_index, w, out_w, align_corners, half_pixel_centers), out)
+        return (out,)
     rows = _nearest_index(xp, h, out_h, align_corners, half_pixel_centers)
     cols = _nearest_index(xp, w, out_w, align_corners, half_pixel_centers)
     return (images[:, rows][:, :, cols],)

@@ -54,7 +54,10 @@ def _uses_compiled_kernels(case_dir: Path) -> bool:
 
 # Ops whose kernels (or the fused kernels the optimizer turns them into) have compiled loops.
 COMPILED_SOURCE_OPS = frozenset({"DepthwiseConv2dNative", "Conv2D", "Softmax", "Erf", "Erfc", "Tanh", "Mean",
-                                 "MatMul", "BatchMatMulV2", "Einsum", "ParseExampleV2", "ParseExample"})
+                                 "MatMul", "BatchMatMulV2", "Einsum", "ParseExampleV2", "ParseExample",
+                                 "NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
+                                 "CombinedNonMaxSuppression", "DecodeJpeg", "DecodeImage", "ResizeBilinear",
+                                 "ResizeNearestNeighbor"})
 
 
 @pytest.mark.parametrize(
