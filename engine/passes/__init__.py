@@ -18,18 +18,35 @@ The pipeline, in order, and why:
    and before fusion, which needs each chain's final set of readers.
 6. fuse_layer_norm: Keras' LayerNormalization chain (Mean, SquaredDifference, Rsqrt, Mul, AddV2)
    into one `_TensorgateLayerNorm`.
+6a. fuse_rms_norm: RMSNorm (Llama, Gemma, T5), however spelled (Pow/Square/Mul(x, x), Rsqrt or
+   1 / Sqrt or a division, constant gamma either side), into one `_TensorgateRmsNorm`.
+6b. fuse_rotary: rotary embeddings, x * cos + rotate_half(x) * sin (Keras Hub's stack + reshape or a
+   concatenation), into one `_TensorgateRotary`.
 7. fuse_gelu: GELU's Erf/Erfc/Tanh chains into one `_TensorgateGelu`, before the dense fusions so
    that they can take it as an activation.
+7a. fuse_swish: swish (SiLU, x * sigmoid(x), tf.nn.silu's custom-gradient IdentityN too) and hard swish
+   (x * relu6(x + 3) / 6) chains into `_TensorgateSwish`/`_TensorgateHardSwish`, before the dense and
+   convolution fusions so that they take them as activations.
 8. fuse_dense: dense layers over the last axis (Tensordot's MatMul between Reshapes, BatchMatMulV2
    or Einsum against weights) + bias (+ activation) into `_FusedMatMul`/`_TensorgateDense`.
 9. fold_tensordot: the Tensordot scaffolding Keras freezes around a dense layer on 3-D data (Shape,
    Gather, Prod, Pack, Transpose, two Reshapes) and the matmul fuse_dense made of it, into one
    `_TensorgateDense` over the original tensor.
+9a. fuse_attention: scaled dot-product attention from the Softmax out (products of q and k and of the
+   probabilities and v in any layout, scales, an additive bias, a where-mask, Keras' grouped-query
+   repeat) into one `_TensorgateAttention`; after the dense fusions, so its inputs are final.
+9b. fuse_projection: the bias-free dense layers fuse_dense left (Tensordot MatMul, BatchMatMulV2,
+   EinsumDense) into `_TensorgateProjection`, and gated feed-forward pairs (SwiGLU, GeGLU, ReGLU) into
+   one `_TensorgateGatedProjection`; after fuse_swish and fuse_gelu, whose ops it takes as gates.
 10. fuse_pad: a zero Pad (Keras' ZeroPadding2D) read only by VALID convolutions becomes their
    EXPLICIT padding, saving the padded copy; before fuse_activation, which copies the padding into
    the fused node.
 11. fuse_activation: Conv2D/DepthwiseConv2dNative/MatMul + BiasAdd (+ residual Add) + activation
    into one fused kernel, on the chains the folds produced.
+11a. fuse_squeeze_excite: squeeze-and-excitation blocks (spatial mean, two 1x1 convolutions, a sigmoid or
+   hard-sigmoid gate, the Mul), with the 1x1 projection after them, into one `_TensorgateSqueezeExcite`
+   that never writes the excited tensor, and the 1x1 expansion and depthwise step before them into one
+   banded `_TensorgateExpandDepthwise`; on the fused ops fuse_activation wrote. CPU only.
 12. fuse_inverted_residual: MobileNetV2's blocks (1x1 expand, depthwise, 1x1 project, the fused ops
    fuse_activation just wrote) into one `_TensorgateInvertedResidual`, computed in bands of rows so the
    expanded activation stays in cache. CPU only.
@@ -41,6 +58,12 @@ The pipeline, in order, and why:
 
 `PlanOptions(constant_folding=False)` leaves out the first; `PlanOptions(optimize=False)` all the
 others (`pipeline_names`). `tensorgate inspect --optimized model.pb` shows each pass's effect.
+
+Beside the pipeline, fuse_recurrence recognises Keras' LSTM and GRU time loops in While bodies (read
+symbolically by loop_trace, which also reads a loop condition as bounds on its counters); the planner
+applies it when it binds a While (engine.runtime.calls), running the loop as one `_TensorgateLSTM` or
+`_TensorgateGRU` where the loop's inputs allow and as the loop otherwise (also left out by
+`PlanOptions(optimize=False)`).
 """
 
 from __future__ import annotations
@@ -55,11 +78,17 @@ from engine.passes import (
     fold_batch_norm,
     fold_constants,
     fuse_activation,
+    fuse_attention,
     fuse_dense,
     fuse_gelu,
     fuse_inverted_residual,
     fuse_layer_norm,
     fuse_pad,
+    fuse_projection,
+    fuse_rms_norm,
+    fuse_rotary,
+    fuse_squeeze_excite,
+    fuse_swish,
     remove_dead_nodes,
     simplify_arithmetic,
     winograd,
@@ -80,11 +109,17 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_affine", fold_affine.run),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions.run),
     ("fuse_layer_norm", fuse_layer_norm.run),
+    ("fuse_rms_norm", fuse_rms_norm.run),
+    ("fuse_rotary", fuse_rotary.run),
     ("fuse_gelu", fuse_gelu.run),
+    ("fuse_swish", fuse_swish.run),
     ("fuse_dense", fuse_dense.run),
     ("fold_tensordot", fold_tensordot.run),
+    ("fuse_attention", fuse_attention.run),
+    ("fuse_projection", fuse_projection.run),
     ("fuse_pad", fuse_pad.run),
     ("fuse_activation", fuse_activation.run),
+    ("fuse_squeeze_excite", fuse_squeeze_excite.run),
     ("fuse_inverted_residual", fuse_inverted_residual.run),
     ("winograd", winograd.run),
     ("remove_dead_nodes", remove_dead_nodes.run),

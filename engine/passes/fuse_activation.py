@@ -3,12 +3,15 @@
     Relu(BiasAdd(Conv2D(x, W), b))  ->  _FusedConv2D(x, W, b, fused_ops=["BiasAdd", "Relu"])
 
 A MatMul's activation may also be the `_TensorgateGelu` fuse_gelu wrote (fused as GeluExact or
-GeluApproximate, TensorFlow's names).
+GeluApproximate, TensorFlow's names). On CPU, any of the three also takes Sigmoid and the
+`_TensorgateSwish`/`_TensorgateHardSwish` fuse_swish wrote (fused as Swish and HardSwish, our names: the
+GPU's fused kernels do not have them).
 The fused kernels (TensorFlow's own op names: _FusedConv2D, _FusedDepthwiseConv2dNative,
 _FusedMatMul) apply the bias and activation to each block of the output while it is still in cache,
 instead of two more passes over the whole tensor. The fused node takes the chain's last name and
 the control inputs of every node it replaces; a node with a control consumer, another reader, or a
-fetch or feed on its output ends the chain.
+fetch or feed on its output ends the chain. Identity nodes between the bias and a residual add (Keras 2's
+inference-time Dropout) join the chain.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import kernels
 from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
 from engine.passes.fuse_gelu import FUSED_OP as GELU
+from engine.passes.fuse_swish import HARD_SWISH, SWISH
 from engine.passes.rewrite import Consumers, merged_controls, rebuild
 
 __all__ = ["run"]
@@ -27,13 +31,21 @@ _ACTIVATIONS = {
     "_FusedDepthwiseConv2dNative": {"Relu", "Relu6", "Elu", "LeakyRelu"},
     "_FusedMatMul": {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", GELU},
 }
+# Activations only the CPU kernels (kernels/nn/fused.py) fuse.
+_CPU_ACTIVATIONS = {"Sigmoid", SWISH, HARD_SWISH}
+_STEPS = {SWISH: "Swish", HARD_SWISH: "HardSwish"}
 
 
 def _step(node: Node) -> str:
-    """The fused_ops entry for an activation node (fuse_gelu's op is GeluExact or GeluApproximate there)."""
+    """The fused_ops entry for an activation node (fuse_gelu's op is GeluExact or GeluApproximate there,
+    fuse_swish's Swish or HardSwish)."""
     if node.op == GELU:
         return "GeluApproximate" if node.attrs.get("approximate") else "GeluExact"
-    return node.op
+    return _STEPS.get(node.op, node.op)
+
+
+def _activations(fused_op: str, device: str) -> set[str]:
+    return _ACTIVATIONS[fused_op] | (_CPU_ACTIVATIONS if device == "cpu" else set())
 
 
 def run(graph: Graph, ctx: PassContext) -> Graph:
@@ -59,14 +71,23 @@ def run(graph: Graph, ctx: PassContext) -> Graph:
         # A residual add (ResNet's shortcut) joins a Conv2D's epilogue: conv + bias + other, then activation.
         if nxt is not None and nxt.name in claimed:
             nxt = None
+        # Keras 2 freezes an inference-time Dropout before the residual add as an Identity: it joins too.
+        passed = []
+        while nxt is not None and nxt.op == "Identity" and nxt.name not in claimed and not ctx.is_pinned(nxt.name):
+            passed.append(nxt)
+            nxt = consumers.sole_consumer(graph, nxt)
+        if passed and (nxt is None or nxt.op not in ("Add", "AddV2") or fused_op != "_FusedConv2D" or nxt.name in claimed):
+            nxt = passed[0]  # no residual add after them: the chain ends at the bias
+            passed = []
         if fused_op == "_FusedConv2D" and nxt is not None and nxt.op in ("Add", "AddV2") and len(nxt.inputs) == 2:
-            other = [ref for ref in nxt.inputs if ref != TensorRef(bias_add.name, 0)]
+            other = [ref for ref in nxt.inputs if ref != TensorRef((passed or chain)[-1].name, 0)]
             if len(other) == 1:
+                chain.extend(passed)
                 chain.append(nxt)
                 fused_ops.append("Add")
                 args.append(other[0])
                 nxt = None if ctx.is_pinned(nxt.name) else consumers.sole_consumer(graph, nxt)
-        if nxt is not None and nxt.name not in claimed and nxt.op in _ACTIVATIONS[fused_op] and nxt.inputs[0] == TensorRef(chain[-1].name, 0):
+        if nxt is not None and nxt.name not in claimed and nxt.op in _activations(fused_op, ctx.device) and nxt.inputs[0] == TensorRef(chain[-1].name, 0):
             chain.append(nxt)
             fused_ops.append(_step(nxt))
         last = chain[-1]

@@ -22,8 +22,7 @@ from typing import Any, Literal
 
 from kernels import blas
 from kernels.jit import use_compiled
-from kernels.math.elementwise import sigmoid
-from kernels.nn import activations, compiled_rows, gelu
+from kernels.nn import activations, compiled_rows, gelu, swish
 from kernels.nn.conv import conv2d_nhwc, depthwise_conv2d_nhwc
 from kernels.nn.depthwise import depthwise_conv2d_compiled
 from kernels.nn.window import DataFormat, Epilogue, Padding, from_nhwc, to_nhwc, window_from_attrs
@@ -43,12 +42,18 @@ __all__ = [
 # An activation applied in place to a block: fn(xp, block, leakyrelu_alpha).
 Activation = Callable[[Any, Any, float], None]
 
+# Sigmoid, Swish and HardSwish (kernels.nn.swish: fuse_swish's ops, and the squeeze-and-excite gates) are
+# ours: TensorFlow's CPU kernels take only the ReLU family (and, for MatMul, Tanh, Sigmoid and GELU).
 _ACTIVATIONS: dict[str, Activation] = {
     "Relu": lambda xp, y, alpha: activations.relu_into(xp, y, y),
     "Relu6": lambda xp, y, alpha: activations.relu6_into(xp, y, y),
     "Elu": lambda xp, y, alpha: activations.elu_into(xp, y, y),
     "LeakyRelu": lambda xp, y, alpha: activations.leaky_relu_into(xp, y, y, alpha),
+    "Sigmoid": lambda xp, y, alpha: swish.sigmoid_into(xp, y),
+    "Swish": lambda xp, y, alpha: swish.swish_into(xp, y),
+    "HardSwish": lambda xp, y, alpha: swish.hard_swish_into(xp, y),
 }
+
 
 def _gelu_exact(xp: Any, y: Any, alpha: float) -> None:
     gelu.gelu_exact_into(xp, y)
@@ -58,18 +63,18 @@ def _gelu_approximate(xp: Any, y: Any, alpha: float) -> None:
     gelu.gelu_approximate_into(xp, y)
 
 
-def _sigmoid(xp: Any, y: Any, alpha: float) -> None:
-    y[...] = sigmoid(xp, y)[0]  # the Sigmoid kernel's overflow-free formula
-
-
 _MATMUL_ACTIVATIONS: dict[str, Activation] = {
     **_ACTIVATIONS,
     "Tanh": lambda xp, y, alpha: xp.tanh(y, out=y),
-    "Sigmoid": _sigmoid,
     "GeluExact": _gelu_exact,
     "GeluApproximate": _gelu_approximate,
 }
 
+
+
+# Activations whose conv epilogue is one compiled pass (kernels/nn/compiled_rows.py) rather than numpy's
+# several; the ReLU family is one numpy pass per step over a block in cache, as fast, and stays numpy.
+_ROW_EPILOGUES = frozenset({"Sigmoid", "Swish", "HardSwish"})
 
 
 def _sequences(heads: Sequence[tuple[str, ...]], acts: Sequence[str]) -> tuple[tuple[str, ...], ...]:
@@ -118,8 +123,12 @@ def channel_epilogue(
     epsilon: float,
     leakyrelu_alpha: float,
     addend: Any | None = None,
+    name: str | None = None,
+    compiled: bool = False,
 ) -> Epilogue:
-    """The in-place epilogue for an NHWC output block: head's per-channel step, residual add, activation."""
+    """The in-place epilogue for an NHWC output block: head's per-channel step, residual add, activation.
+    With `compiled` (a plan's CPU float32 kernels) and one of _ROW_EPILOGUES as `name`, the activation is
+    kernels/nn/compiled_rows.py's pass over the block (the numpy steps below are its twin)."""
     if head[0] == "FusedBatchNorm":
         scale, offset, mean, variance = args
         # As the FusedBatchNorm kernel (inference): y = x * k + (offset - mean * k), k = scale / sqrt(var + eps).
@@ -131,7 +140,17 @@ def channel_epilogue(
         if bias.ndim != 1:
             raise ValueError(f"bias must be 1-D, got shape {list(bias.shape)}")
 
+    rows = (name in _ROW_EPILOGUES and head[0] == "BiasAdd"
+            and use_compiled(xp, compiled, bias.dtype, *(() if addend is None else (addend.dtype,))))
+
     def finish(block: Any, where: tuple[slice, slice]) -> None:
+        if rows and block.dtype == xp.float32 and block.flags.c_contiguous:
+            # numpy's bias add is one fast pass; the activation then runs over the block as long rows.
+            xp.add(block, bias, out=block)
+            if addend is not None:
+                xp.add(block, addend[where], out=block)
+            compiled_rows.activation_into(block, name, leakyrelu_alpha)
+            return
         if head[0] == "FusedBatchNorm":
             xp.multiply(block, k, out=block)
             xp.add(block, shift, out=block)
@@ -167,9 +186,11 @@ def fused_conv2d(
     epsilon: float = 0.0001,
     leakyrelu_alpha: float = 0.2,
     use_cudnn_on_gpu: bool = True,
+    compiled: bool = False,
 ):
     """Conv2D (grouped too: an input deeper than the filter), then BiasAdd (optionally + a residual addend) or
-    FusedBatchNorm, then an optional activation."""
+    FusedBatchNorm, then an optional activation (as one compiled pass on CPU float32 where
+    kernels/nn/compiled_rows.py has it)."""
     head, activation = split_fused_ops("_FusedConv2D", tuple(fused_ops), len(args))
     xs = to_nhwc(x, data_format)
     win = window_from_attrs(xs.shape[1:3], filter.shape[:2], strides, padding, explicit_paddings, data_format, dilations)
@@ -187,7 +208,8 @@ def fused_conv2d(
             if activation is not None:
                 activation(xp, y, leakyrelu_alpha)
             return (y,)
-    epilogue = channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
+    name = fused_ops[-1] if activation is not None else None
+    epilogue = channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend, name, compiled)
     return (from_nhwc(xp, conv2d_nhwc(xp, xs, filter, win, epilogue), data_format),)
 
 

@@ -1,6 +1,7 @@
-"""Normalisation ops: fused batch normalisation (FusedBatchNorm, V2, V3), local response normalisation, and
+"""Normalisation ops: fused batch normalisation (FusedBatchNorm, V2, V3), local response normalisation,
 `_TensorgateLayerNorm`, the layer normalisation the optimizer (engine/passes/fuse_layer_norm.py) writes in
-place of the Mean/SquaredDifference/Rsqrt/Mul/AddV2 chain Keras freezes LayerNormalization to.
+place of the Mean/SquaredDifference/Rsqrt/Mul/AddV2 chain Keras freezes LayerNormalization to, and
+`_TensorgateRmsNorm`, the RMS normalisation of decoder and T5 blocks (engine/passes/fuse_rms_norm.py).
 
 Batch normalisation scales each channel: y = scale * (x - mean) / sqrt(variance + epsilon) + offset. In
 inference the statistics come in as inputs; with `is_training` they are the batch's own, as TensorFlow
@@ -14,10 +15,10 @@ from typing import Any, Literal
 import numpy as np
 
 from kernels.jit import use_compiled
-from kernels.nn import compiled_rows
+from kernels.nn import compiled_rows, transformer_rows
 from kernels.registry import kernel
 
-__all__ = ["fused_batch_norm", "fused_batch_norm_v3", "layer_norm", "lrn"]
+__all__ = ["fused_batch_norm", "fused_batch_norm_v3", "layer_norm", "lrn", "rms_norm"]
 
 DataFormat = Literal["NHWC", "NCHW"]
 
@@ -167,4 +168,34 @@ def layer_norm(xp, x, gamma, beta, *, epsilon: float, compiled: bool = False):
         xp.add(y, beta, out=y)
     else:
         y = y * gamma + beta
+    return (y.astype(x.dtype, copy=False),)
+
+
+@kernel("_TensorgateRmsNorm")
+def rms_norm(xp, x, gamma, *, epsilon: float, compiled: bool = False):
+    """x * (1 / sqrt(mean(x^2) + epsilon)) * gamma, the mean over the last axis (RMSNorm: Llama's, Gemma's
+    with gamma = 1 + scale, T5's). gamma broadcasts against x as in the chain this replaces.
+
+    The sum of squares is a row-wise dot product (no temporary the size of x); 1 / sqrt is computed as a
+    division, as TensorFlow computes Rsqrt. This numpy code is the twin of kernels/nn/transformer_rows.py's
+    one pass per row, which runs where gamma is a per-channel vector.
+    """
+    if x.ndim == 0:
+        raise ValueError("_TensorgateRmsNorm: x is a scalar; it normalises over a last axis")
+    if use_compiled(xp, compiled, x.dtype, gamma.dtype) and x.size:
+        g = _channel_vector(gamma, x)
+        if g is not None:
+            return (transformer_rows.rms_norm(x, g, epsilon),)
+    flat = x.reshape(-1, x.shape[-1])
+    ssq = xp.einsum("ij,ij->i", flat, flat).reshape(tuple(x.shape[:-1]) + (1,))
+    with np.errstate(invalid="ignore", divide="ignore"):  # an empty last axis: 0 / 0, NaN as in TensorFlow
+        ssq /= ssq.dtype.type(x.shape[-1])
+    ssq += ssq.dtype.type(epsilon)
+    xp.sqrt(ssq, out=ssq)
+    xp.divide(ssq.dtype.type(1), ssq, out=ssq)
+    y = xp.multiply(x, ssq)
+    if np.broadcast_shapes(y.shape, gamma.shape) == y.shape:
+        xp.multiply(y, gamma, out=y, casting="unsafe")
+    else:
+        y = y * gamma
     return (y.astype(x.dtype, copy=False),)

@@ -429,5 +429,7 @@ def winograd_conv2d(
             if activation is not None:
                 activation(xp, y, leakyrelu_alpha)
             return (y,)
-    epilogue = channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend)
+    # Named, so that a compiled row epilogue (swish, hard swish, the ReLU family) applies the activation.
+    epilogue = channel_epilogue(xp, head, per_channel, activation, epsilon, leakyrelu_alpha, addend,
+                                fused_ops[-1] if activation is not None else None, compiled)
     return (from_nhwc(xp, convolve(epilogue), data_format),)
