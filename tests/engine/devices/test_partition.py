@@ -257,6 +257,12 @@ def test_golden_models_split_across_two_cpus(case_dir) -> None:
     fetches, feeds = list(case.fetches), case.feeds
 
     plan = split.plan_for(list(feeds), fetches)
+    if not isinstance(plan, PartitionedPlan):
+        # A small model the optimizer fuses into a few kernels, each taking the device of the node it ends
+        # with, can end up wholly on one device (transformer_patterns/gated_feed_forward: three gated
+        # projections): partition it unoptimized, node by node.
+        split = Session(engine.load_graph(graph_def), options=two_cpus(plan=engine.PlanOptions(optimize=False)))
+        plan = split.plan_for(list(feeds), fetches)
     assert isinstance(plan, PartitionedPlan) and len(plan.partitions) == 2
     assert sorted(k for p in plan.partitions for k in p.sends) == sorted(k for p in plan.partitions for k in p.recvs)
     outs = split.run(fetches, feeds)
