@@ -3,7 +3,7 @@ serving_default signature called with tensors, as a TF Serving comparison means;
 frozen GraphDef) and by ONNX Runtime where tf2onnx converts it, timed in the same run:
 
     PYTHONPATH=. /tmp/tfvenv/bin/python bench/zoo_bench.py [--only mobilenet_v2,bert_hub] [--batches 1,32]
-        [--min-time 1] [--rounds 2] [--breakdown] [--json bench/results/zoo.json] [--no-ort]
+        [--min-time 1] [--rounds 2] [--breakdown] [--json bench/results/zoo.json] [--markdown table.md] [--no-ort]
 
 For each model and batch, one batch is drawn (zoo_common.make_inputs), our outputs are compared with
 TensorFlow's (max|ours - tf| / max|tf| per float output; exact for integers and strings; over 1e-3 is
@@ -164,6 +164,8 @@ def difference(got: dict, expected: dict) -> tuple[float, dict[str, str]]:
         if have.shape != want.shape:
             worst, each[alias] = float("inf"), f"shape {have.shape} != {want.shape}"
             continue
+        if want.dtype.kind in "OSU":  # strings: TensorFlow gives bytes, ONNX Runtime str
+            have, want = _as_bytes(have), _as_bytes(want)
         if want.dtype.kind in "fc":
             scale = float(np.max(np.abs(want))) if want.size else 0.0
             d = float(np.max(np.abs(have.astype(np.float64) - want))) / (scale or 1.0) if want.size else 0.0
@@ -172,6 +174,11 @@ def difference(got: dict, expected: dict) -> tuple[float, dict[str, str]]:
         worst = max(worst, d)
         each[alias] = f"{d:.1e}"
     return worst, each
+
+
+def _as_bytes(values: np.ndarray) -> np.ndarray:
+    flat = [v.encode() if isinstance(v, str) else bytes(v) for v in values.ravel()]
+    return np.array(flat, dtype=object).reshape(values.shape)
 
 
 def breakdown(sess, feeds: dict, fetches: list[str], inputs: dict, runs: int) -> list[tuple[str, float, int]]:
@@ -220,6 +227,9 @@ def format_row(name: str, batch: int | str, row: dict) -> str:
 
 def _error(e: BaseException) -> str:
     text = " ".join(str(e).split())
+    if "No Op registered for " in text:  # tf2onnx left a TensorFlow op in the ONNX graph
+        op = text.split("No Op registered for ", 1)[1].split(" ")[0]
+        return f"tf2onnx left TensorFlow op {op} unconverted (ONNX Runtime cannot load it)"
     if "failed:" in text:  # ONNX Runtime's "Load model from <path> failed:<why>"
         text = text.split("failed:", 1)[1].strip()
     return f"{type(e).__name__}: {text}"[:400]
@@ -331,6 +341,25 @@ def summary(results: dict) -> list[dict]:
     return ranked
 
 
+def markdown_table(results: dict) -> str:
+    """The table for the README: one row per model and batch (ours/ORT only where ORT's outputs match TF's)."""
+    lines = ["| model | exported by | batch | ours ms | TF ms | ORT ms | ours/TF | ours/ORT |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, figures in results.items():
+        if "error" in figures:
+            lines.append(f"| {name} | {figures['source']} | - | tensorgate: {figures['error']} | | | | |")
+            continue
+        for batch, row in figures["batches"].items():
+            ort_ok = "ort_ms" in row and row.get("ort_diff", 0.0) <= DIFF_LIMIT
+            cells = [f"{row['ours_ms']:.2f}" if "ours_ms" in row else row.get("error", "-"),
+                     f"{row['tf_ms']:.2f}" if "tf_ms" in row else "-",
+                     f"{row['ort_ms']:.2f}" if ort_ok else "-",
+                     f"{row['ours_ms'] / row['tf_ms']:.2f}" if "ours_ms" in row and "tf_ms" in row else "-",
+                     f"{row['ours_ms'] / row['ort_ms']:.2f}" if ort_ok else "-"]
+            lines.append(f"| {name} | {figures['source']} | {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -343,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ort", action="store_true", help="leave ONNX Runtime out")
     parser.add_argument("--onnx-timeout", type=float, default=300, help="seconds tf2onnx may take on one model")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
+    parser.add_argument("--markdown", type=Path, help="write the table (for the README) to this file")
     args = parser.parse_args(argv)
     args.batches = [int(b) for b in args.batches.split(",")]
     found = {p.parent.name for p in ZOO.glob("*/case.json")}
@@ -366,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nfigures written to {args.json}")
+    if args.markdown:
+        args.markdown.write_text(markdown_table(results))
+        print(f"table written to {args.markdown}")
     return 0
 
 
