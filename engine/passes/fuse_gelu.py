@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 import kernels
 from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
 from engine.passes.rewrite import (
     Consumers,
+    commutative_operands,
     merged_controls,
     producer,
     rebuild,
-    scalar_constant,
+    scalar_equals,
     sole_readers_within,
 )
 
@@ -37,27 +36,15 @@ FUSED_OP = "_TensorgateGelu"
 _ADDS = ("Add", "AddV2")
 
 
-def _is(graph: Graph, ref: TensorRef, ctx: PassContext, value: float) -> bool:
-    found = scalar_constant(graph, ref, ctx)
-    return found is not None and bool(np.isclose(found, value, rtol=1e-6, atol=0.0))
-
-
-def _pairs(node: Node | None, ops: tuple[str, ...]) -> list[tuple[TensorRef, TensorRef]]:
-    if node is None or node.op not in ops or len(node.inputs) != 2:
-        return []
-    a, b = node.inputs
-    return [(a, b), (b, a)]
-
-
 def _scaled_by(graph: Graph, ref: TensorRef, ctx: PassContext, value: float) -> tuple[TensorRef, Node] | None:
     """(y, node) when `ref` is y * value (either order), or y / (1 / value) as a RealDiv."""
     node = producer(graph, ref, ctx, ("Mul", "RealDiv"))
     if node is None or len(node.inputs) != 2:
         return None
     if node.op == "RealDiv":
-        return (node.inputs[0], node) if _is(graph, node.inputs[1], ctx, 1 / value) else None
-    for y, c in _pairs(node, ("Mul",)):
-        if _is(graph, c, ctx, value):
+        return (node.inputs[0], node) if scalar_equals(graph, node.inputs[1], ctx, 1 / value) else None
+    for y, c in commutative_operands(node, ("Mul",)):
+        if scalar_equals(graph, c, ctx, value):
             return y, node
     return None
 
@@ -81,8 +68,8 @@ def _erfc_form(graph: Graph, ref: TensorRef, x: TensorRef, ctx: PassContext) -> 
 def _one_plus(graph: Graph, ref: TensorRef, x: TensorRef, ctx: PassContext) -> tuple[bool, list[Node]] | None:
     """(approximate, nodes) of 1 + Erf(x / sqrt(2)) or 1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))."""
     add = producer(graph, ref, ctx, _ADDS)
-    for one, term in _pairs(add, _ADDS):
-        if not _is(graph, one, ctx, 1.0):
+    for one, term in commutative_operands(add, _ADDS):
+        if not scalar_equals(graph, one, ctx, 1.0):
             continue
         erf = producer(graph, term, ctx, ("Erf",))
         if erf is not None:
@@ -103,19 +90,19 @@ def _cubic(graph: Graph, ref: TensorRef, x: TensorRef, ctx: PassContext) -> list
     if outer is None:
         return None
     inner = producer(graph, outer[0], ctx, _ADDS)
-    for x_ref, term in _pairs(inner, _ADDS):
+    for x_ref, term in commutative_operands(inner, _ADDS):
         if x_ref != x:
             continue
         scaled = _scaled_by(graph, term, ctx, 0.044715)
         power = producer(graph, scaled[0], ctx, ("Pow",)) if scaled else None
-        if power is not None and power.inputs[0] == x and _is(graph, power.inputs[1], ctx, 3.0):
+        if power is not None and power.inputs[0] == x and scalar_equals(graph, power.inputs[1], ctx, 3.0):
             return [outer[1], inner, scaled[1], power]
     return None
 
 
 def _match(graph: Graph, out: Node, ctx: PassContext) -> tuple[TensorRef, bool, list[Node]] | None:
     """(x, approximate, inner nodes) of a GELU chain ending at the Mul `out`, or None."""
-    for half_ref, rest in _pairs(out, ("Mul",)):
+    for half_ref, rest in commutative_operands(out, ("Mul",)):
         half = _scaled_by(graph, half_ref, ctx, 0.5)
         if half is None or half[1].op != "Mul":
             continue

@@ -23,6 +23,7 @@ from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
 from engine.passes.rewrite import (
     Consumers,
+    commutative_operands,
     const_node,
     constant_value,
     fresh_name,
@@ -42,14 +43,6 @@ _ADDS = ("Add", "AddV2")
 
 def _out(node: Node) -> TensorRef:
     return TensorRef(node.name, 0)
-
-
-def _operands(node: Node | None, ops: tuple[str, ...]) -> list[tuple[TensorRef, TensorRef]]:
-    """Both (this, other) orders of a commutative binary node's inputs, or [] when it is not one of `ops`."""
-    if node is None or node.op not in ops or len(node.inputs) != 2:
-        return []
-    a, b = node.inputs
-    return [(a, b), (b, a)]
 
 
 def _last_axis_mean(graph: Graph, ref: TensorRef, ctx: PassContext) -> Node | None:
@@ -77,13 +70,13 @@ def _match_variance(graph: Graph, inv_source: TensorRef, ctx: PassContext):
     rsqrt = producer(graph, inv_source, ctx, ("Rsqrt",))
     if rsqrt is None:
         return None
-    for var_ref, eps_ref in _operands(producer(graph, rsqrt.inputs[0], ctx, _ADDS), _ADDS):
+    for var_ref, eps_ref in commutative_operands(producer(graph, rsqrt.inputs[0], ctx, _ADDS), _ADDS):
         epsilon = scalar_constant(graph, eps_ref, ctx)
         variance = _last_axis_mean(graph, var_ref, ctx)
         if epsilon is None or variance is None:
             continue
         sqdiff = producer(graph, variance.inputs[0], ctx, ("SquaredDifference",))
-        for x, centre in _operands(sqdiff, ("SquaredDifference",)):
+        for x, centre in commutative_operands(sqdiff, ("SquaredDifference",)):
             stop = producer(graph, centre, ctx, ("StopGradient", "Identity"))
             mean = _last_axis_mean(graph, stop.inputs[0] if stop else centre, ctx)
             if mean is None or mean.inputs[0] != x:
@@ -99,11 +92,11 @@ def _match_variance(graph: Graph, inv_source: TensorRef, ctx: PassContext):
 
 def _match(graph: Graph, out: Node, ctx: PassContext) -> _Match | None:
     """The chain ending at `out` (y = x * inv + res), or None."""
-    for scaled_ref, res_ref in _operands(out, _ADDS):
+    for scaled_ref, res_ref in commutative_operands(out, _ADDS):
         scaled = producer(graph, scaled_ref, ctx, ("Mul",))
-        for x, inv_ref in _operands(scaled, ("Mul",)):
+        for x, inv_ref in commutative_operands(scaled, ("Mul",)):
             # inv is Rsqrt(...) * gamma, or the Rsqrt itself without gamma.
-            candidates = [(r, g, [producer(graph, inv_ref, ctx, ("Mul",))]) for r, g in _operands(producer(graph, inv_ref, ctx, ("Mul",)), ("Mul",))]
+            candidates = [(r, g, [producer(graph, inv_ref, ctx, ("Mul",))]) for r, g in commutative_operands(producer(graph, inv_ref, ctx, ("Mul",)), ("Mul",))]
             candidates.append((inv_ref, None, []))
             for rsqrt_ref, gamma, inv_nodes in candidates:
                 variance = _match_variance(graph, rsqrt_ref, ctx)
@@ -121,11 +114,11 @@ def _match(graph: Graph, out: Node, ctx: PassContext) -> _Match | None:
 
 def _match_shift(graph: Graph, res_ref: TensorRef, inv_ref: TensorRef, mean: Node, ctx: PassContext):
     """(beta or None, nodes) for `Neg(mean) * inv + beta` (or without `+ beta`)."""
-    options = [(r, b, [producer(graph, res_ref, ctx, _ADDS)]) for r, b in _operands(producer(graph, res_ref, ctx, _ADDS), _ADDS)]
+    options = [(r, b, [producer(graph, res_ref, ctx, _ADDS)]) for r, b in commutative_operands(producer(graph, res_ref, ctx, _ADDS), _ADDS)]
     options.append((res_ref, None, []))
     for prod_ref, beta, add_nodes in options:
         prod = producer(graph, prod_ref, ctx, ("Mul",))
-        for neg_ref, other in _operands(prod, ("Mul",)):
+        for neg_ref, other in commutative_operands(prod, ("Mul",)):
             neg = producer(graph, neg_ref, ctx, ("Neg",))
             if other == inv_ref and neg is not None and neg.inputs[0] == _out(mean):
                 return beta, [*add_nodes, prod, neg]

@@ -22,6 +22,7 @@ from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
 from engine.passes.rewrite import (
     Consumers,
+    commutative_operands,
     const_node,
     constant_value,
     fresh_name,
@@ -30,6 +31,7 @@ from engine.passes.rewrite import (
     producer,
     rebuild,
     scalar_constant,
+    scalar_equals,
     sole_readers_within,
 )
 from engine.passes.shape_facts import rank
@@ -44,18 +46,6 @@ def _out(node: Node) -> TensorRef:
     return TensorRef(node.name, 0)
 
 
-def _pairs(node: Node | None, ops: tuple[str, ...]) -> list[tuple[TensorRef, TensorRef]]:
-    if node is None or node.op not in ops or len(node.inputs) != 2:
-        return []
-    a, b = node.inputs
-    return [(a, b), (b, a)]
-
-
-def _is(graph: Graph, ref: TensorRef, ctx: PassContext, value: float) -> bool:
-    found = scalar_constant(graph, ref, ctx)
-    return found is not None and found == value
-
-
 def _squares(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef, Node] | None:
     """(x, node) when `ref` is Square(x), Pow(x, 2) or Mul(x, x)."""
     node = producer(graph, ref, ctx, ("Square", "Pow", "Mul"))
@@ -64,7 +54,7 @@ def _squares(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef,
     if node.op == "Square":
         return node.inputs[0], node
     if node.op == "Pow":
-        return (node.inputs[0], node) if _is(graph, node.inputs[1], ctx, 2.0) else None
+        return (node.inputs[0], node) if scalar_equals(graph, node.inputs[1], ctx, 2.0, rtol=0.0) else None
     return (node.inputs[0], node) if len(node.inputs) == 2 and node.inputs[0] == node.inputs[1] else None
 
 
@@ -82,7 +72,7 @@ def _last_axis_mean(graph: Graph, ref: TensorRef, ctx: PassContext) -> Node | No
 
 def _mean_square(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef, float, list[Node]] | None:
     """(x, epsilon, nodes) when `ref` is Mean(x^2) + epsilon over the last axis."""
-    for mean_ref, eps_ref in _pairs(producer(graph, ref, ctx, _ADDS), _ADDS):
+    for mean_ref, eps_ref in commutative_operands(producer(graph, ref, ctx, _ADDS), _ADDS):
         epsilon = scalar_constant(graph, eps_ref, ctx)
         mean = _last_axis_mean(graph, mean_ref, ctx)
         squared = None if mean is None or epsilon is None else _squares(graph, mean.inputs[0], ctx)
@@ -99,11 +89,11 @@ def _inverse_root(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[Tenso
     if node.op == "Rsqrt":
         inner, nodes = node.inputs[0], [node]
     elif node.op == "Pow":
-        if not _is(graph, node.inputs[1], ctx, -0.5):
+        if not scalar_equals(graph, node.inputs[1], ctx, -0.5, rtol=0.0):
             return None
         inner, nodes = node.inputs[0], [node]
     else:
-        if node.op == "RealDiv" and not _is(graph, node.inputs[0], ctx, 1.0):
+        if node.op == "RealDiv" and not scalar_equals(graph, node.inputs[0], ctx, 1.0, rtol=0.0):
             return None
         root = producer(graph, node.inputs[-1], ctx, ("Sqrt",))
         if root is None:
@@ -121,7 +111,7 @@ def _normalised(graph: Graph, node: Node, ctx: PassContext) -> tuple[TensorRef, 
         if found is not None and found[0] == node.inputs[0]:
             return found[0], found[1], [*found[2], root, node]
         return None
-    for x, inv_ref in _pairs(node, ("Mul",)):
+    for x, inv_ref in commutative_operands(node, ("Mul",)):
         found = _inverse_root(graph, inv_ref, ctx)
         if found is not None and found[0] == x:
             return x, found[1], [*found[2], node]
@@ -130,7 +120,7 @@ def _normalised(graph: Graph, node: Node, ctx: PassContext) -> tuple[TensorRef, 
 
 def _match(graph: Graph, node: Node, consumers: Consumers, ctx: PassContext):
     """(x, gamma ref or None, epsilon, inner nodes, last node) of the chain ending at `node`, or None."""
-    for norm_ref, gamma_ref in _pairs(node, ("Mul",)):
+    for norm_ref, gamma_ref in commutative_operands(node, ("Mul",)):
         gamma = constant_value(graph, gamma_ref, ctx.fed)
         inner = producer(graph, norm_ref, ctx, ("Mul", "RealDiv"))
         if gamma is None or gamma.dtype.kind != "f" or inner is None:

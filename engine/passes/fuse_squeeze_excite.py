@@ -42,6 +42,7 @@ from engine.passes.context import PassContext
 from engine.passes.guards import is_opaque
 from engine.passes.rewrite import (
     Consumers,
+    commutative_operands,
     constant_value,
     merged_controls,
     producer,
@@ -58,13 +59,6 @@ _GATES = ("Sigmoid", "Relu6")
 _REDUCE_ACTIVATIONS = ("", "Relu", "Relu6", "Elu", "Sigmoid", "Swish", "HardSwish")
 # The activations the expansion and the depthwise step may end in to run banded (kernels.nn.expand_depthwise).
 _BANDED_ACTIVATIONS = ("", "Relu", "Relu6", "Sigmoid", "Swish", "HardSwish")
-
-
-def _pairs(node: Node | None, ops: tuple[str, ...]) -> list[tuple[TensorRef, TensorRef]]:
-    if node is None or node.op not in ops or len(node.inputs) != 2:
-        return []
-    a, b = node.inputs
-    return [(a, b), (b, a)]
 
 
 def _source(graph: Graph, ref: TensorRef, ctx: PassContext) -> TensorRef:
@@ -145,7 +139,7 @@ def _gate(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[Node, dict, l
                 return None
             ref, attrs["gate_divisor"], factors = scale.inputs[0], divisor, [scale]
         else:
-            for a, b in _pairs(scale, ("Mul",)):
+            for a, b in commutative_operands(scale, ("Mul",)):
                 multiplier = scalar_constant(graph, b, ctx)
                 if multiplier is not None:
                     ref, attrs["gate_multiplier"], factors = a, multiplier, [scale]
@@ -162,7 +156,7 @@ def _gate(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[Node, dict, l
 
 def _block(graph: Graph, consumers: Consumers, excite: Node, ctx: PassContext) -> tuple[Node, list[Node]] | None:
     """(the fused node, the nodes it replaces besides its last) for the block whose excitation is `excite`."""
-    for x_ref, gate_ref in _pairs(excite, ("Mul",)):
+    for x_ref, gate_ref in commutative_operands(excite, ("Mul",)):
         gate = _gate(graph, gate_ref, ctx)
         if gate is None:
             continue

@@ -25,17 +25,16 @@ time as separate passes).
 
 from __future__ import annotations
 
-import numpy as np
-
 import kernels
 from engine.graph import Graph, Node, TensorRef
 from engine.passes.context import PassContext
 from engine.passes.rewrite import (
     Consumers,
+    commutative_operands,
     merged_controls,
     producer,
     rebuild,
-    scalar_constant,
+    scalar_equals,
     sole_readers_within,
 )
 
@@ -44,18 +43,6 @@ __all__ = ["HARD_SWISH", "SWISH", "run"]
 SWISH = "_TensorgateSwish"
 HARD_SWISH = "_TensorgateHardSwish"
 _ADDS = ("Add", "AddV2")
-
-
-def _is(graph: Graph, ref: TensorRef, ctx: PassContext, value: float) -> bool:
-    found = scalar_constant(graph, ref, ctx)
-    return found is not None and bool(np.isclose(found, value, rtol=1e-6, atol=0.0))
-
-
-def _pairs(node: Node | None, ops: tuple[str, ...]) -> list[tuple[TensorRef, TensorRef]]:
-    if node is None or node.op not in ops or len(node.inputs) != 2:
-        return []
-    a, b = node.inputs
-    return [(a, b), (b, a)]
 
 
 def _source(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef, list[Node]]:
@@ -69,7 +56,7 @@ def _source(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef, 
         if node.op == "Identity":
             nxt = node.inputs[0]
         else:
-            nxt = next((a for a, one in _pairs(node, ("Mul",)) if _is(graph, one, ctx, 1.0)), None)
+            nxt = next((a for a, one in commutative_operands(node, ("Mul",)) if scalar_equals(graph, one, ctx, 1.0)), None)
             if nxt is None:
                 return ref, passed
         passed.append(node)
@@ -78,7 +65,7 @@ def _source(graph: Graph, ref: TensorRef, ctx: PassContext) -> tuple[TensorRef, 
 
 def _swish(graph: Graph, out: Node, ctx: PassContext) -> tuple[TensorRef, list[Node]] | None:
     """(x, inner nodes) of Mul(x, Sigmoid(x)) ending at `out`, or None."""
-    for x_ref, s_ref in _pairs(out, ("Mul",)):
+    for x_ref, s_ref in commutative_operands(out, ("Mul",)):
         sigmoid = producer(graph, s_ref, ctx, ("Sigmoid",))
         if sigmoid is None:
             continue
@@ -93,8 +80,8 @@ def _relu6_of_x_plus_3(graph: Graph, ref: TensorRef, x: TensorRef | None, ctx: P
     """(x, nodes) when `ref` is Relu6(x + 3) (x: the given one, when given), else None."""
     relu6 = producer(graph, ref, ctx, ("Relu6",))
     add = producer(graph, relu6.inputs[0], ctx, _ADDS) if relu6 is not None else None
-    for a, three in _pairs(add, _ADDS):
-        if not _is(graph, three, ctx, 3.0):
+    for a, three in commutative_operands(add, _ADDS):
+        if not scalar_equals(graph, three, ctx, 3.0):
             continue
         source, passed = _source(graph, a, ctx)
         if x is None or source == x:
@@ -108,14 +95,14 @@ def _scaled_by_sixth(graph: Graph, ref: TensorRef, ctx: PassContext) -> list[tup
     if node is None or len(node.inputs) != 2:
         return []
     if node.op == "RealDiv":
-        return [(node.inputs[0], node)] if _is(graph, node.inputs[1], ctx, 6.0) else []
-    return [(y, node) for y, c in _pairs(node, ("Mul",)) if _is(graph, c, ctx, 1 / 6)]
+        return [(node.inputs[0], node)] if scalar_equals(graph, node.inputs[1], ctx, 6.0) else []
+    return [(y, node) for y, c in commutative_operands(node, ("Mul",)) if scalar_equals(graph, c, ctx, 1 / 6)]
 
 
 def _hard_swish(graph: Graph, out: Node, ctx: PassContext) -> tuple[TensorRef, list[Node]] | None:
     """(x, inner nodes) of a hard swish ending at `out`, in either grouping, or None."""
     # x * (Relu6(x + 3) / 6)
-    for x_ref, gate in _pairs(out, ("Mul",)):
+    for x_ref, gate in commutative_operands(out, ("Mul",)):
         x, _ = _source(graph, x_ref, ctx)
         for relu6_ref, scale in _scaled_by_sixth(graph, gate, ctx):
             found = _relu6_of_x_plus_3(graph, relu6_ref, x, ctx)
@@ -125,7 +112,7 @@ def _hard_swish(graph: Graph, out: Node, ctx: PassContext) -> tuple[TensorRef, l
     out_ref = TensorRef(out.name, 0)
     for product_ref, scale in _scaled_by_sixth(graph, out_ref, ctx) if out.op in ("Mul", "RealDiv") else []:
         product = producer(graph, product_ref, ctx, ("Mul",))
-        for x_ref, relu6_ref in _pairs(product, ("Mul",)):
+        for x_ref, relu6_ref in commutative_operands(product, ("Mul",)):
             x, _ = _source(graph, x_ref, ctx)
             found = _relu6_of_x_plus_3(graph, relu6_ref, x, ctx)
             if found is not None:

@@ -22,6 +22,7 @@ from engine.passes.guards import LOOP_BACK_EDGE_OPS
 
 __all__ = [
     "Consumers",
+    "commutative_operands",
     "const_controls",
     "const_node",
     "constant_value",
@@ -31,6 +32,7 @@ __all__ = [
     "producer",
     "rebuild",
     "scalar_constant",
+    "scalar_equals",
     "sole_readers_within",
     "topological_order",
 ]
@@ -90,6 +92,20 @@ def scalar_constant(graph: Graph, ref: TensorRef, ctx: PassContext) -> float | N
     if value is None or value.dtype.kind != "f" or value.size != 1 or value.ndim > 1:
         return None
     return float(value.reshape(()))
+
+
+def scalar_equals(graph: Graph, ref: TensorRef, ctx: PassContext, value: float, rtol: float = 1e-6) -> bool:
+    """Whether `ref` is a scalar float Const (scalar_constant) equal to `value` within `rtol` (0: exactly)."""
+    found = scalar_constant(graph, ref, ctx)
+    return found is not None and bool(np.isclose(found, value, rtol=rtol, atol=0.0))
+
+
+def commutative_operands(node: Node | None, ops: tuple[str, ...]) -> list[tuple[TensorRef, TensorRef]]:
+    """Both (this, other) orders of a commutative binary node's inputs, or [] when it is not one of `ops`."""
+    if node is None or node.op not in ops or len(node.inputs) != 2:
+        return []
+    a, b = node.inputs
+    return [(a, b), (b, a)]
 
 
 def sole_readers_within(graph: Graph, consumers: Consumers, nodes: Iterable[Node], end: Node, ctx: PassContext) -> bool:
