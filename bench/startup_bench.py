@@ -31,7 +31,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +52,13 @@ def free_port() -> int:
 
 def seconds_to_ready(source: Path, repo: Path, env: dict[str, str], timeout_s: float = 300) -> float:
     """Start `tensorgate serve` with the packages of `source`; seconds until the ready probe answers 200."""
+    return _seconds_to_answer(source, repo, env, lambda port: f"http://127.0.0.1:{port}/v2/health/ready", 1, timeout_s)
+
+
+def _seconds_to_answer(source: Path, repo: Path, env: dict[str, str], request: Callable[[int], Any],
+                       request_timeout_s: float, timeout_s: float) -> float:
+    """Start `tensorgate serve` with the packages of `source` on `repo`; seconds until `request(port)` (a URL
+    or urllib Request) is answered 200. The server is stopped before returning."""
     port = free_port()
     start = time.perf_counter()
     proc = subprocess.Popen([*tensorgate_command(repo, port), "--grpc-port", "0"], cwd=source,
@@ -59,13 +68,13 @@ def seconds_to_ready(source: Path, repo: Path, env: dict[str, str], timeout_s: f
             if proc.poll() is not None:
                 raise RuntimeError(f"server exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1) as r:
+                with urllib.request.urlopen(request(port), timeout=request_timeout_s) as r:
                     if r.status == 200:
                         return time.perf_counter() - start
             except OSError:
                 pass
             time.sleep(0.02)
-        raise RuntimeError(f"not ready after {timeout_s} s")
+        raise RuntimeError(f"no answer after {timeout_s} s")
     finally:
         proc.terminate()
         try:
@@ -107,29 +116,9 @@ def first_answer_request(saved_model: Path, tf_python: str) -> bytes:
 
 def seconds_to_first_answer(repo: Path, model: str, body: bytes, env: dict[str, str], timeout_s: float = 600) -> float:
     """Start `tensorgate serve` on `repo`; seconds until its first predict of `model` is answered (200)."""
-    port = free_port()
-    start = time.perf_counter()
-    proc = subprocess.Popen([*tensorgate_command(repo, port), "--grpc-port", "0"], cwd=ROOT,
-                            env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/{model}:predict", body)
-    try:
-        while time.perf_counter() - start < timeout_s:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                with urllib.request.urlopen(request, timeout=60) as r:
-                    if r.status == 200:
-                        return time.perf_counter() - start
-            except OSError:
-                pass
-            time.sleep(0.02)
-        raise RuntimeError(f"no answer after {timeout_s} s")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return _seconds_to_answer(
+        ROOT, repo, env, lambda port: urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/{model}:predict", body),
+        60, timeout_s)
 
 
 def compare_with_tensorflow(saved_model: Path, tf_python: str, repeat: int, base_env: dict[str, str], tmp: Path) -> None:
