@@ -163,18 +163,22 @@ def test_sigterm_finishes_every_accepted_request_then_exits_0(repository, queue)
 def test_a_grace_shorter_than_the_work_exits_after_the_grace_with_errors_for_the_clients(repository):
     grace_s = 1.0
     with ServedProcess(repository, TENSORGATE_SHUTDOWN_GRACE_S=str(grace_s), TENSORGATE_INFERENCE_THREADS="1") as served:
-        # One request computing and two waiting for the only thread: several seconds of work in all.
-        started = time.monotonic()
-        httpx.post(f"{served.url}/v1/models/slow:predict", json={"instances": _rows(0, 1024).tolist()}, timeout=60)
-        one_request_s = time.monotonic() - started
-        calls = _start_all(served, [_rows(seed, 1024) for seed in range(2)], _rows(9, 1024))
+        # One request computing and two waiting for the only thread, each sized from a warm request's time
+        # to outlast the grace on its own: a faster machine or kernel must not let them all finish in time.
+        for _ in range(2):  # the first request also compiles the plan
+            started = time.monotonic()
+            httpx.post(f"{served.url}/v1/models/slow:predict", json={"instances": _rows(0, 1024).tolist()}, timeout=60)
+            one_request_s = time.monotonic() - started
+        rows = int(np.clip(1024 * 1.5 * grace_s / one_request_s, 1024, 16384))
+        one_request_s *= rows / 1024
+        calls = _start_all(served, [_rows(seed, rows) for seed in range(2)], _rows(9, rows))
         sent = served.terminate()
         code = served.proc.wait(timeout=grace_s + 10)
         exited = time.monotonic() - sent
         for call in calls:
             call.join(timeout=5)
             assert not call.is_alive(), "a client hangs after the server left"
-    assert 3 * one_request_s > grace_s + 1.0, "the work must outlast the grace for this test to mean anything"
+    assert one_request_s > grace_s, "the work must outlast the grace for this test to mean anything"
     assert exited < grace_s + 2.0, served.log()
     assert code == 1  # some requests were cut off
     # A request that finished within the grace has its answer; the others a 503 that says why.
