@@ -75,6 +75,28 @@ def median_seconds(fn: Callable[[], object], min_time: float, warmup: int = 3, m
     return statistics.median(times)
 
 
+def interleaved(ours: Callable[[], object], theirs: Callable[[], object], rounds: int, round_time: float):
+    """Per-call medians (ours, theirs) over `rounds` alternating rounds, and each round's ratio."""
+    mine: list[float] = []
+    tf_times: list[float] = []
+    ratios = []
+    for fn in (ours, theirs, ours, theirs):  # warm-up
+        fn()
+    for _ in range(rounds):
+        per_round = []
+        for fn, times in ((ours, mine), (theirs, tf_times)):
+            round_times = []
+            start = time.perf_counter()
+            while len(round_times) < 3 or time.perf_counter() - start < round_time:
+                t0 = time.perf_counter()
+                fn()
+                round_times.append(time.perf_counter() - t0)
+            times.extend(round_times)
+            per_round.append(statistics.median(round_times))
+        ratios.append(per_round[0] / per_round[1])
+    return statistics.median(mine), statistics.median(tf_times), ratios
+
+
 def make_input(case: dict, batch: int, rng: np.random.Generator) -> np.ndarray:
     feed = case["feeds"][0]
     shape = [batch, *feed["sample_shape"]]

@@ -23,17 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from engine_bench import interleaved
 
 import engine
 from engine.runtime.executor import execute_profiled
@@ -163,28 +162,6 @@ def make_feeds(name: str, batch: int, rng: np.random.Generator) -> dict[str, np.
     size = rng.uniform(0.05, 0.3, size=(batch, 200, 2)).astype(np.float32)
     return {"boxes": np.concatenate([corner, corner + size], axis=-1),
             "scores": rng.uniform(0, 1, size=(batch, 200)).astype(np.float32)}
-
-
-def interleaved(ours: Callable[[], object], theirs: Callable[[], object], rounds: int, round_time: float):
-    """Per-call medians (ours, theirs) over `rounds` alternating rounds, and each round's ratio."""
-    mine: list[float] = []
-    tf_times: list[float] = []
-    ratios = []
-    for fn in (ours, theirs, ours, theirs):  # warm-up
-        fn()
-    for _ in range(rounds):
-        per_round = []
-        for fn, times in ((ours, mine), (theirs, tf_times)):
-            round_times = []
-            start = time.perf_counter()
-            while len(round_times) < 3 or time.perf_counter() - start < round_time:
-                t0 = time.perf_counter()
-                fn()
-                round_times.append(time.perf_counter() - t0)
-            times.extend(round_times)
-            per_round.append(statistics.median(round_times))
-        ratios.append(per_round[0] / per_round[1])
-    return statistics.median(mine), statistics.median(tf_times), ratios
 
 
 def breakdown(sess: engine.Session, fetches: list[str], feeds: dict[str, np.ndarray], runs: int = 5) -> list:
