@@ -18,7 +18,8 @@ of them, products and sums), and the state updates must be exactly
 with z, r = sigmoid(...) of x_t and h parts, where the step's item x_t is item `t` of a list the loop
 does not change, `t` a counter the body adds one to and the condition compares (`Less`, alone or under
 `LogicalAnd`, with a loop constant); the output, h' (or with Keras' masking, `SelectV2(mask_t, h',
-previous)` for the output and each state) is written to a list at `t` or at a fixed index, and every other
+previous)` for the output and each state, or for the output `SelectV2(mask_t, h', zeros)` with Keras'
+zero_output_for_mask) is written to a list at `t` or at a fixed index, and every other
 loop variable is returned unchanged or counts iterations. Other activations, extra terms or extra state
 leave the While as it is. Weights (the loop's unchanged inputs, and whatever the body computes from them
 alone) are assembled into the kernel's layout when the loop starts, once per distinct weight arrays.
@@ -43,6 +44,7 @@ from engine.passes.loop_trace import (
     Env,
     Gate,
     Increment,
+    Invariant,
     NoMatch,
     Op,
     Tracer,
@@ -155,6 +157,7 @@ class Recurrence:
     c: int | None
     output_state: int | None
     weights: Callable[[Sequence[Any]], tuple[tuple[np.ndarray, ...], frozenset[int]]]
+    zero_masked: bool = False  # masked steps output zeros (else they repeat the previous output)
 
     @property
     def op(self) -> str:
@@ -283,13 +286,20 @@ def _finish(states: dict, writes: dict, unchanged: frozenset[int], bounds: tuple
     step = x[1]
     output_state = None
     output = h_new
+    zeros = None
     if mask is not None:
         others = [o for o in states if o not in (h, c)]
         if len(others) != 1 or mask.time != step.time or mask.var not in unchanged:
             raise NoMatch
         output_state = others[0]
-        output = Op("select", (mask, h_new, Var(output_state)))
-        if states[output_state] != output:
+        output = states[output_state]
+        # Masked steps repeat the previous output, or (Keras' zero_output_for_mask, which Bidirectional and
+        # return_sequences set) output zeros: a loop constant, checked to be zeros when the loop starts.
+        if not (isinstance(output, Op) and output.name == "select" and output.args[:2] == (mask, h_new)):
+            raise NoMatch
+        if isinstance(output.args[2], Invariant):
+            zeros = output.args[2]
+        elif output.args[2] != Var(output_state):
             raise NoMatch
     if set(states) != {h, c, output_state} - {None} or step.time not in counters or step.var not in unchanged:
         raise NoMatch
@@ -298,4 +308,18 @@ def _finish(states: dict, writes: dict, unchanged: frozenset[int], bounds: tuple
         raise NoMatch
     return Recurrence(kind, reset_after, bounds, counters, step.time, step.var, None if mask is None else mask.var,
                       None if write is None else write.var, None if write is None else write.fixed,
-                      h, c, output_state, weights)
+                      h, c, output_state, weights if zeros is None else _checking_zeros(weights, zeros),
+                      zeros is not None)
+
+
+def _checking_zeros(weights: Callable, zeros: Invariant) -> Callable:
+    """`weights`, raising (the loop then runs as it is) unless the masked steps' output is all zeros."""
+
+    def checked(values: Sequence[Any]) -> tuple:
+        result, used = weights(values)
+        env = Env(values)
+        if np.any(np.asarray(zeros.get(env)) != 0):
+            raise ValueError("masked steps output something other than zeros")
+        return result, used | frozenset(env.used)
+
+    return checked

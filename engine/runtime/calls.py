@@ -243,6 +243,8 @@ class _FusedRecurrence:
     def __init__(self, node: Node, recurrence: Recurrence, bind_kernel: Callable[[Node], Callable[..., tuple]],
                  max_iterations: int):
         attrs = {"reset_after": recurrence.reset_after} if recurrence.kind == "gru" else {}
+        if recurrence.zero_masked:
+            attrs["zero_masked"] = True
         self.kernel = bind_kernel(Node(node.name, recurrence.op, (), (), node.device, attrs))
         self.recurrence = recurrence
         self.max_iterations = max_iterations

@@ -17,7 +17,8 @@ step multiplies the state by the recurrent kernel (one BLAS call) and computes t
 
 x is [T, B, D], the states [B, H]. `mask` is [T, B] (empty: no masking): where a step's row is 0, the
 states keep their values and the step's output repeats the previous one, which starts from `output`
-([B, H]), as Keras' masking does. `outputs` [T, B, H] holds every step's output.
+([B, H]), as Keras' masking does; with `zero_masked` it is zeros instead (Keras' zero_output_for_mask,
+set by return_sequences under Bidirectional). `outputs` [T, B, H] holds every step's output.
 
 On CPU in float32 each step's gates run as one compiled pass over the rows (sigmoid and tanh from
 compiled_rows' float32 exp), with the same operation order as the numpy twin, which computes sigmoid as
@@ -242,11 +243,13 @@ def _masked(xp: Any, mask: Any, step: int, new: Any, old: Any) -> Any:
 
 
 @kernel(LSTM_OP, outputs=3)
-def lstm(xp, x, h, c, kernel, recurrent_kernel, bias, mask, output, *, compiled: bool = False):
+def lstm(xp, x, h, c, kernel, recurrent_kernel, bias, mask, output, *, zero_masked: bool = False,
+         compiled: bool = False):
     """Keras' LSTM recurrence (see the module docstring): (outputs [T, B, H], h, c)."""
     units = _check(x, h, kernel, recurrent_kernel, (bias,), mask, output, 4)
     steps = x.shape[0]
     outputs = xp.empty((steps, *h.shape), h.dtype)
+    zeros = xp.zeros(output.shape, output.dtype) if zero_masked else None
     xw = _projected(xp, x, kernel, None)
     if use_compiled(xp, compiled, x.dtype, h.dtype, c.dtype, kernel.dtype, recurrent_kernel.dtype, bias.dtype):
         h, c = numpy.array(h, order="C"), numpy.array(c, order="C")
@@ -257,7 +260,7 @@ def lstm(xp, x, h, c, kernel, recurrent_kernel, bias, mask, output, *, compiled:
         for t in range(steps):
             blas.matmul(xp, h, recurrent_kernel, out=rec)
             _lstm_step(xw[t], rec, bias, step_mask[t] if mask.size else step_mask, h, c,
-                       outputs[t - 1] if t else output, outputs[t], scratch)
+                       zeros if zero_masked else outputs[t - 1] if t else output, outputs[t], scratch)
         return outputs, h, c
     previous = output
     for t in range(steps):
@@ -265,20 +268,21 @@ def lstm(xp, x, h, c, kernel, recurrent_kernel, bias, mask, output, *, compiled:
         i, f, g, o = (z[:, k * units:(k + 1) * units] for k in range(4))
         c_new = sigmoid(xp, f)[0] * c + sigmoid(xp, i)[0] * xp.tanh(g)
         h_new = sigmoid(xp, o)[0] * xp.tanh(c_new)
-        previous = outputs[t] = _masked(xp, mask, t, h_new, previous)
+        previous = outputs[t] = _masked(xp, mask, t, h_new, zeros if zero_masked else previous)
         h, c = _masked(xp, mask, t, h_new, h), _masked(xp, mask, t, c_new, c)
     return outputs, h, c
 
 
 @kernel(GRU_OP, outputs=2)
 def gru(xp, x, h, kernel, input_bias, recurrent_kernel, recurrent_bias, mask, output, *, reset_after: bool,
-        compiled: bool = False):
+        zero_masked: bool = False, compiled: bool = False):
     """Keras' GRU recurrence (see the module docstring; `recurrent_bias` is unused unless `reset_after`):
     (outputs [T, B, H], h)."""
     units = _check(x, h, kernel, recurrent_kernel, (input_bias, recurrent_bias), mask, output, 3)
     steps = x.shape[0]
     outputs = xp.empty((steps, *h.shape), h.dtype)
     xw = _projected(xp, x, kernel, input_bias)
+    zeros = xp.zeros(output.shape, output.dtype) if zero_masked else None
     u_zr, u_h = recurrent_kernel[:, :2 * units], recurrent_kernel[:, 2 * units:]
     if use_compiled(xp, compiled, x.dtype, h.dtype, kernel.dtype, input_bias.dtype, recurrent_kernel.dtype,
                     recurrent_bias.dtype):
@@ -290,7 +294,7 @@ def gru(xp, x, h, kernel, input_bias, recurrent_kernel, recurrent_bias, mask, ou
         u_zr, u_h = numpy.ascontiguousarray(u_zr), numpy.ascontiguousarray(u_h)
         for t in range(steps):
             m = step_mask[t] if mask.size else step_mask
-            previous = outputs[t - 1] if t else output
+            previous = zeros if zero_masked else outputs[t - 1] if t else output
             if reset_after:
                 blas.matmul(xp, h, recurrent_kernel, out=rec)
                 _gru_step(xw[t], rec, recurrent_bias, m, h, previous, outputs[t], scratch, 2)
@@ -314,6 +318,6 @@ def gru(xp, x, h, kernel, input_bias, recurrent_kernel, recurrent_bias, mask, ou
             r = sigmoid(xp, xr + rec[:, units:])[0]
             hh = xp.tanh(xh + blas.matmul(xp, r * h, u_h))
         h_new = z * h + (_ONE - z) * hh
-        previous = outputs[t] = _masked(xp, mask, t, h_new, previous)
+        previous = outputs[t] = _masked(xp, mask, t, h_new, zeros if zero_masked else previous)
         h = _masked(xp, mask, t, h_new, h)
     return outputs, h

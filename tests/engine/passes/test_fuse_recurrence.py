@@ -31,8 +31,14 @@ SPELLINGS = {
     "recurrent/keras3_gru": ("gru", True, False),
     "recurrent/keras3_gru_reset_before": ("gru", False, False),
     "recurrent/keras3_lstm_masked": ("lstm", False, True),
+    "recurrent/keras2_bidirectional_lstm_sequences_masked": ("lstm", False, True),
+    "recurrent/keras2_gru_sequences_zero_masked": ("gru", True, True),
+    "recurrent/keras3_bidirectional_gru_sequences_masked": ("gru", True, True),
+    "recurrent/keras3_lstm_sequences_zero_masked_backwards": ("lstm", False, True),
     "control_flow/keras_lstm_stacked_functional": ("lstm", False, False),
 }
+# Those whose masked steps output zeros (Keras' zero_output_for_mask) rather than the previous output.
+ZERO_MASKED = {name for name in SPELLINGS if "sequences" in name and "masked" in name}
 NOT_RECURRENCES = ["recurrent/keras2_lstm_relu", "control_flow/dynamic_trip_count_functional",
                    "control_flow/cond_nested_while_functional"]
 
@@ -62,6 +68,7 @@ def test_every_keras_spelling_is_recognised(name):
         assert (recurrence.kind, recurrence.reset_after, recurrence.mask is not None) == (kind, reset_after, masked)
         assert (recurrence.c is not None) == (kind == "lstm")
         assert (recurrence.output_state is not None) == masked
+        assert recurrence.zero_masked == (name in ZERO_MASKED)
 
 
 @pytest.mark.parametrize("name", NOT_RECURRENCES)
@@ -113,7 +120,9 @@ def _sessions(name: str, **options):
 
 
 @pytest.mark.parametrize("compiled", [True, False])
-@pytest.mark.parametrize("name", ["recurrent/keras2_lstm_masked", "recurrent/keras3_gru_reset_before"])
+@pytest.mark.parametrize("name", ["recurrent/keras2_lstm_masked", "recurrent/keras3_gru_reset_before",
+                                  "recurrent/keras2_bidirectional_lstm_sequences_masked",
+                                  "recurrent/keras3_bidirectional_gru_sequences_masked"])
 def test_the_fused_loop_computes_what_the_loop_does(name, compiled):
     case = load_case(FIXTURES / name)
     fused, looped = _sessions(name, compiled_kernels=compiled)
@@ -136,6 +145,25 @@ def test_a_loop_starting_past_its_first_step_is_fused_from_there():
     (want,) = looped.run(list(case.fetches), feeds)
     (got,) = fused.run(list(case.fetches), feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["recurrent/keras2_gru_sequences_zero_masked",
+                                  "recurrent/keras3_lstm_sequences_zero_masked_backwards"])
+def test_masked_steps_output_the_loops_constant_when_it_is_not_zeros(name):
+    # The constant masked steps output (Keras' zeros_like of the first output, a While input) is checked when
+    # the loop starts: fed ones instead, the loop runs as it is, and the fused While gives the loop's results.
+    case = load_case(FIXTURES / name)
+    graph, (node,) = _whiles(name)
+    producers = {n.name: n.op for n in graph.nodes}
+    zeros = {str(t) for t in node.inputs if producers.get(t.node) == "ZerosLike"}
+    assert zeros, "the fixture's While takes no zeros_like"
+    feeds = {**case.feeds, **{name: np.ones((3, 6), np.float32) for name in zeros}}  # batch 3, 6 units
+    fused, looped = _sessions(name)
+    (golden,) = fused.run(list(case.fetches), case.feeds)
+    (want,) = looped.run(list(case.fetches), feeds)
+    (got,) = fused.run(list(case.fetches), feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got, golden)  # the ones reached the padded steps
 
 
 def test_a_condition_past_the_sequence_fails_as_the_loop_does():

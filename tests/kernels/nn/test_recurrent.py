@@ -54,10 +54,10 @@ needs_numba = pytest.mark.skipif(not jit.AVAILABLE, reason="needs numba")
 
 
 @needs_numba
-@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("masked, zero_masked", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_compiled_lstm_matches_its_twin(shape, masked):
-    got, twin = _both(LSTM_OP, _lstm_inputs(*shape, masked=masked))
+def test_compiled_lstm_matches_its_twin(shape, masked, zero_masked):
+    got, twin = _both(LSTM_OP, _lstm_inputs(*shape, masked=masked), zero_masked=zero_masked)
     assert [a.shape for a in got] == [a.shape for a in twin]
     for a, b in zip(got, twin):
         assert a.dtype == b.dtype == np.float32
@@ -66,10 +66,10 @@ def test_compiled_lstm_matches_its_twin(shape, masked):
 
 @needs_numba
 @pytest.mark.parametrize("reset_after", [True, False])
-@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("masked, zero_masked", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_compiled_gru_matches_its_twin(shape, masked, reset_after):
-    got, twin = _both(GRU_OP, _gru_inputs(*shape, masked=masked), reset_after=reset_after)
+def test_compiled_gru_matches_its_twin(shape, masked, zero_masked, reset_after):
+    got, twin = _both(GRU_OP, _gru_inputs(*shape, masked=masked), reset_after=reset_after, zero_masked=zero_masked)
     for a, b in zip(got, twin):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-6)
 
@@ -98,16 +98,19 @@ def _sigmoid(v):
     return 1 / (1 + np.exp(-v))
 
 
-def test_lstm_twin_is_the_recurrence():
+@pytest.mark.parametrize("zero_masked", [False, True])
+def test_lstm_twin_is_the_recurrence(zero_masked):
     x, h, c, w, u, b, mask, output = _lstm_inputs(5, 3, 4, 6, masked=True)
-    outputs, h_last, c_last = _run(LSTM_OP, (x, h, c, w, u, b, mask, output), False)
+    mask[1] = [True, False, False]  # some step masked on each row
+    outputs, h_last, c_last = _run(LSTM_OP, (x, h, c, w, u, b, mask, output), False, zero_masked=zero_masked)
     h, c, out = (a.astype(np.float64) for a in (h, c, output))
     for t in range(5):
         i, f, g, o = np.split(x[t] @ w.astype(np.float64) + h @ u + b, 4, axis=1)
         c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
         h_new = _sigmoid(o) * np.tanh(c_new)
         keep = mask[t][:, None]
-        out, h, c = np.where(keep, h_new, out), np.where(keep, h_new, h), np.where(keep, c_new, c)
+        out = np.where(keep, h_new, 0.0 if zero_masked else out)
+        h, c = np.where(keep, h_new, h), np.where(keep, c_new, c)
         np.testing.assert_allclose(outputs[t], out, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h_last, h, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(c_last, c, rtol=1e-5, atol=1e-6)
