@@ -4,6 +4,7 @@
     shapes     Shape/Size/Rank, Reshape, Squeeze, ExpandDims, Transpose, Tile, Fill, Empty, Range, BroadcastTo, ...
     slicing    Slice, StridedSlice, Reverse(V2), ReverseSequence, Roll, Pad/PadV2/MirrorPad: cut, flip, pad
     indexing   Gather(V2, Nd), ScatterNd, OneHot, Where, TopKV2, MatrixBandPart, v1 Unique: positions given
+    indexing_compiled  compiled loops of gathers' index check, integer Unique and TopKV2 (twins: indexing)
     updates    TensorScatter{Update,Add,Sub,Max,Min}, Inplace*, TensorStridedSliceUpdate: a copy, rewritten
     positions  LowerBound/UpperBound (searchsorted), ListDiff, InvertPermutation, UnravelIndex: positions found
     diagonals  Diag, DiagPart, MatrixDiag/MatrixDiagPart/MatrixSetDiag V1-V3

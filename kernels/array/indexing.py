@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from kernels.array.indexing_compiled import first_out_of_range, top_k_rows, unique_integers
 from kernels.host import format_dims, host, host_scalar
+from kernels.jit import use_compiled
 from kernels.limits import check_bytes, check_elements
 from kernels.registry import kernel
 
@@ -38,10 +40,23 @@ def _position(flat: int, shape: tuple[int, ...]) -> str:
     return ",".join(str(int(i)) for i in np.unravel_index(flat, shape)) if shape else ""
 
 
-def _check_indices(xp: Any, indices: Any, limit: int) -> None:
+_FEW_INDICES = 8
+
+
+def _check_indices(xp: Any, indices: Any, limit: int, compiled: bool = False) -> None:
     """IndexError unless every index is in [0, limit); negatives do not wrap as they would in numpy."""
-    if indices.size == 0:
+    size = indices.size
+    if size == 0:
         return
+    if size <= _FEW_INDICES and indices.ndim <= 1 and xp is np:
+        # A handful (a shape's dim, one example's ids): Python's min and max of a list beat two numpy reductions.
+        values = indices.tolist()
+        if not isinstance(values, list):
+            values = [values]
+        if min(values) >= 0 and max(values) < limit:
+            return
+    elif use_compiled(xp, compiled) and first_out_of_range(indices, limit) == -1:
+        return  # the compiled pass found none; where it found one (or took no pass), the twin words the error
     # Two reductions and no temporaries on the good path; the bad one is located only on error.
     if int(indices.min()) >= 0 and int(indices.max()) < limit:
         return
@@ -81,7 +96,7 @@ def _gather_batched(xp: Any, params: Any, indices: Any, axis: int, batch_dims: i
 
 
 @kernel("GatherV2")
-def gather_v2(xp: Any, params: Any, indices: Any, axis: Any, *, batch_dims: int = 0) -> tuple:
+def gather_v2(xp: Any, params: Any, indices: Any, axis: Any, *, batch_dims: int = 0, compiled: bool = False) -> tuple:
     """Slices of `params` along `axis` at `indices`.
 
     Output shape: params.shape[:axis] + indices.shape[batch_dims:] + params.shape[axis+1:]; the first
@@ -111,18 +126,18 @@ def gather_v2(xp: Any, params: Any, indices: Any, axis: Any, *, batch_dims: int 
                     f"params.shape[{d}]: {params.shape[d]} should be equal to "
                     f"indices.shape[{d}]: {indices.shape[d]}"
                 )
-    _check_indices(xp, indices, params.shape[a])
+    _check_indices(xp, indices, params.shape[a], compiled)
     if batch_dims == 0:
-        return (_as_array(xp, xp.take(params, indices, axis=a)),)
+        return (_as_array(xp, params.take(indices, axis=a)),)
     return (_gather_batched(xp, params, indices, a, batch_dims),)
 
 
 @kernel("Gather")
-def gather(xp: Any, params: Any, indices: Any, *, validate_indices: bool = True) -> tuple:
+def gather(xp: Any, params: Any, indices: Any, *, validate_indices: bool = True, compiled: bool = False) -> tuple:
     """Gather v1: GatherV2 on axis 0 (indices are always validated, as TensorFlow now does)."""
     if params.ndim == 0:
         raise ValueError("params must be at least 1 dimensional")
-    _check_indices(xp, indices, params.shape[0])
+    _check_indices(xp, indices, params.shape[0], compiled)
     return (_as_array(xp, xp.take(params, indices, axis=0)),)
 
 
@@ -232,8 +247,13 @@ def one_hot(xp: Any, indices: Any, depth: Any, on_value: Any, off_value: Any, *,
     check_bytes(indices.size * d * (on_value.dtype.itemsize + 1), memory_limit, "OneHot output",
                 indices.shape[:at] + (d,) + indices.shape[at:])
     # Compare the indices, with a size-1 dim at `at`, against 0..depth-1 laid along that dim.
-    classes = xp.arange(d, dtype=np.int64).reshape((d,) + (1,) * (indices.ndim - at))
-    hot = xp.expand_dims(indices, at) == classes
+    classes = xp.arange(d, dtype=np.int64)
+    if at < indices.ndim:
+        classes = classes.reshape((d,) + (1,) * (indices.ndim - at))
+    hot = indices.reshape(indices.shape[:at] + (1,) + indices.shape[at:]) == classes
+    if on_value.dtype.kind in "biuf" and on_value.item() == 1 and off_value.item() == 0 \
+            and not bool(xp.signbit(off_value)):
+        return (hot.astype(on_value.dtype),)  # the usual 1/0 encoding: a cast, not a select
     return (xp.where(hot, on_value, off_value),)
 
 
@@ -269,11 +289,14 @@ def where(xp: Any, input: Any) -> tuple:
     """The coordinates of the true (non-zero) elements of `input`, row-major, as int64 [n, rank]."""
     if input.ndim == 0:
         raise ValueError("WhereOp : Unhandled input dimensions: 0")
+    if input.ndim == 1:  # the usual mask: its positions as a column, without argwhere's generic transpose
+        return (input.nonzero()[0].astype(np.int64, copy=False).reshape(-1, 1),)
     return (xp.argwhere(input).astype(np.int64, copy=False),)
 
 
 @kernel("TopKV2", outputs=2)
-def top_k_v2(xp: Any, input: Any, k: Any, *, sorted: bool = True, index_type: Any = np.int32) -> tuple:
+def top_k_v2(xp: Any, input: Any, k: Any, *, sorted: bool = True, index_type: Any = np.int32,
+             compiled: bool = False) -> tuple:
     """The k largest entries of each last-axis row, largest first, and their positions.
 
     Equal values come out lower index first, as in TensorFlow. `sorted=False` still returns them
@@ -287,6 +310,10 @@ def top_k_v2(xp: Any, input: Any, k: Any, *, sorted: bool = True, index_type: An
     n = input.shape[-1]
     if n < kk:
         raise ValueError(f"input must have at least k columns. Had {n}, needed {kk}")
+    if kk > 0 and input.size and use_compiled(xp, compiled, input.dtype):
+        values, idx = top_k_rows(input.reshape(-1, n), kk)
+        shape = input.shape[:-1] + (kk,)
+        return values.reshape(shape), idx.astype(index_type).reshape(shape)
     if kk == 1:
         # argmax returns the first of equal maxima: the tie rule for free, without a sort.
         idx = xp.expand_dims(xp.argmax(input, axis=-1), -1)
@@ -327,9 +354,13 @@ def _top_k_by_partition(xp: Any, x: Any, k: int) -> Any:
     return xp.take_along_axis(candidates, order, axis=-1)
 
 
-def _unique(xp: Any, x: Any, out_idx: Any, counts: bool) -> tuple:
+def _unique(xp: Any, x: Any, out_idx: Any, counts: bool, compiled: bool = False) -> tuple:
     if x.ndim != 1:
         raise ValueError("unique expects a 1D vector.")
+    if x.dtype.kind in "iu" and use_compiled(xp, compiled):
+        values, inverse, count = unique_integers(x)
+        out = (values, inverse.astype(out_idx, copy=False))
+        return out + ((count.astype(out_idx, copy=False),) if counts else ())
     # NaNs stay distinct, as in TensorFlow (numpy would fold them into one by default).
     extra = {"equal_nan": False} if x.dtype.kind in "fc" else {}
     values, first, inverse, count = xp.unique(
@@ -344,12 +375,12 @@ def _unique(xp: Any, x: Any, out_idx: Any, counts: bool) -> tuple:
 
 
 @kernel("Unique", outputs=2)
-def unique(xp: Any, x: Any, *, out_idx: Any = np.int32) -> tuple:
+def unique(xp: Any, x: Any, *, out_idx: Any = np.int32, compiled: bool = False) -> tuple:
     """The distinct values of 1-D `x` in order of first appearance, and each element's position among them."""
-    return _unique(xp, x, out_idx, counts=False)
+    return _unique(xp, x, out_idx, counts=False, compiled=compiled)
 
 
 @kernel("UniqueWithCounts", outputs=3)
-def unique_with_counts(xp: Any, x: Any, *, out_idx: Any = np.int32) -> tuple:
+def unique_with_counts(xp: Any, x: Any, *, out_idx: Any = np.int32, compiled: bool = False) -> tuple:
     """Unique, plus how many times each distinct value occurs."""
-    return _unique(xp, x, out_idx, counts=True)
+    return _unique(xp, x, out_idx, counts=True, compiled=compiled)

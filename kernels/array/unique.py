@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels.array.indexing_compiled import unique_integers
+from kernels.jit import use_compiled
 from kernels.registry import kernel
 from kernels.sparse.tensor import to_numpy
 
@@ -48,8 +50,12 @@ def _element_codes(flat: np.ndarray) -> np.ndarray:
     return codes.reshape(-1)
 
 
-def _unique_slices(xp: Any, x: Any, axis: Any, out_idx: Any, counts: bool) -> tuple:
+def _unique_slices(xp: Any, x: Any, axis: Any, out_idx: Any, counts: bool, compiled: bool) -> tuple:
     a = _axis(x, axis)
+    if x.ndim == 1 and x.dtype.kind in "iu" and use_compiled(xp, compiled):
+        values, inverse, count = unique_integers(x)
+        out = (values, inverse.astype(out_idx, copy=False))
+        return out + ((count.astype(out_idx, copy=False),) if counts else ())
     shape = x.shape
     n = shape[a]
     host = to_numpy(x)
@@ -75,12 +81,12 @@ def _unique_slices(xp: Any, x: Any, axis: Any, out_idx: Any, counts: bool) -> tu
 
 
 @kernel("UniqueV2", outputs=2)
-def unique_v2(xp: Any, x: Any, axis: Any, *, out_idx: Any = _INT32) -> tuple:
+def unique_v2(xp: Any, x: Any, axis: Any, *, out_idx: Any = _INT32, compiled: bool = False) -> tuple:
     """The distinct slices of `x` along `axis`, in order of first appearance, and each slice's position."""
-    return _unique_slices(xp, x, axis, out_idx, counts=False)
+    return _unique_slices(xp, x, axis, out_idx, counts=False, compiled=compiled)
 
 
 @kernel("UniqueWithCountsV2", outputs=3)
-def unique_with_counts_v2(xp: Any, x: Any, axis: Any, *, out_idx: Any = _INT32) -> tuple:
+def unique_with_counts_v2(xp: Any, x: Any, axis: Any, *, out_idx: Any = _INT32, compiled: bool = False) -> tuple:
     """UniqueV2, plus how many times each distinct slice occurs."""
-    return _unique_slices(xp, x, axis, out_idx, counts=True)
+    return _unique_slices(xp, x, axis, out_idx, counts=True, compiled=compiled)

@@ -7,6 +7,7 @@
     matmul          MatMul and BatchMatMul V1-V3, through kernels.blas
     einsum          Einsum as one contraction (transposes and a batched matmul)
     segments        the segment reductions (sorted, unsorted and sparse), also behind embedding lookups
+    segments_compiled  the sparse segment reductions on float32 as one compiled loop (their numpy twin: segments)
     bincount        Bincount and its dense/sparse/ragged forms (Keras CategoryEncoding)
     discretization  Bucketize (Keras Discretization)
     quantization    FakeQuantWithMinMax{Args,Vars,VarsPerChannel}, QuantizeAndDequantizeV2-V4

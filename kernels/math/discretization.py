@@ -9,6 +9,7 @@ inputs are converted to float32 first, as C++ converts them. The output is int32
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -33,16 +34,27 @@ def _upper_bound(xp: Any, edges: Any, values: Any) -> Any:
     return first
 
 
-@kernel("Bucketize")
-def bucketize(xp: Any, input: Any, *, boundaries: tuple[float, ...]) -> tuple:
-    """The index of the first boundary greater than each value, as int32."""
+@functools.lru_cache(maxsize=256)
+def _edges(boundaries: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The boundaries as float32 and float64 arrays (read-only: shared by every call) and whether one is
+    NaN; checked once per attr value."""
     edges = np.asarray(boundaries, dtype=np.float32).reshape(-1)
     # NOTE: std::is_sorted compares with <, so NaN boundaries never make the list unsorted.
     if edges.size > 1 and bool(np.any(edges[1:] < edges[:-1])):
         raise ValueError("Expected sorted boundaries")
-    values = input if input.dtype == np.float64 else input.astype(np.float32)
-    device_edges = xp.asarray(edges.astype(values.dtype))
-    if np.isnan(edges).any():
+    wide = edges.astype(np.float64)
+    edges.setflags(write=False)
+    wide.setflags(write=False)
+    return edges, wide, bool(np.isnan(edges).any())
+
+
+@kernel("Bucketize")
+def bucketize(xp: Any, input: Any, *, boundaries: tuple[float, ...]) -> tuple:
+    """The index of the first boundary greater than each value, as int32."""
+    edges, wide, has_nan = _edges(tuple(boundaries))
+    values = input if input.dtype == np.float64 else input.astype(np.float32, copy=False)
+    device_edges = xp.asarray(wide if values.dtype == np.float64 else edges)
+    if has_nan:
         buckets = _upper_bound(xp, device_edges, values)
     else:
         buckets = xp.searchsorted(device_edges, values.reshape(-1), side="right").reshape(values.shape)

@@ -25,7 +25,9 @@ import ml_dtypes
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.jit import use_compiled
 from kernels.limits import check_elements
+from kernels.math.segments_compiled import sparse_segment_rows
 from kernels.registry import kernel
 
 __all__ = [
@@ -313,7 +315,7 @@ def unsorted_segment_min(xp: Any, data: Any, segment_ids: Any, num_segments: Any
 
 
 def _sparse_segment_reduce(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any | None,
-                           combiner: str, memory_limit: int | None) -> Any:
+                           combiner: str, memory_limit: int | None, compiled: bool = False) -> Any:
     num_rows = -1
     if num_segments is not None:
         num_rows = _num_segments(num_segments)
@@ -341,6 +343,10 @@ def _sparse_segment_reduce(xp: Any, data: Any, indices: Any, segment_ids: Any, n
         return xp.zeros((num_rows,) + data.shape[1:], dtype=data.dtype)
     if num_rows == 0:
         raise ValueError("segment ids must be >= 0")
+    if use_compiled(xp, compiled, data.dtype):
+        out = sparse_segment_rows(data, indices, ids, num_rows, combiner)
+        if out is not None:
+            return out
     _check_sparse_runs(ids, _to_numpy(indices).astype(np.int64, copy=False), num_rows, data.shape[0])
 
     gathered = data[indices]
@@ -379,41 +385,50 @@ def _check_sparse_runs(ids: np.ndarray, indices: np.ndarray, num_rows: int, num_
 
 @kernel("SparseSegmentSum")
 def sparse_segment_sum(xp: Any, data: Any, indices: Any, segment_ids: Any,
-                       *, sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
+                       *, sparse_gradient: bool = False, memory_limit: int | None = None,
+                       compiled: bool = False) -> tuple:
     """Sums of the rows `data[indices]` by sorted segment id."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sum", memory_limit),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sum", memory_limit, compiled),)
 
 
 @kernel("SparseSegmentMean")
 def sparse_segment_mean(xp: Any, data: Any, indices: Any, segment_ids: Any,
-                        *, sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
+                        *, sparse_gradient: bool = False, memory_limit: int | None = None,
+                        compiled: bool = False) -> tuple:
     """Means of the rows `data[indices]` by sorted segment id; empty segments are 0."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "mean", memory_limit),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "mean", memory_limit, compiled),)
 
 
 @kernel("SparseSegmentSqrtN")
 def sparse_segment_sqrt_n(xp: Any, data: Any, indices: Any, segment_ids: Any, *,
-                          sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
+                          sparse_gradient: bool = False, memory_limit: int | None = None,
+                          compiled: bool = False) -> tuple:
     """Sums of the rows `data[indices]` by sorted segment id, divided by the square root of their count."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sqrtn", memory_limit),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, None, "sqrtn", memory_limit, compiled),)
 
 
 @kernel("SparseSegmentSumWithNumSegments")
 def sparse_segment_sum_with_num_segments(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any, *,
-                                         sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
+                                         sparse_gradient: bool = False, memory_limit: int | None = None,
+                                         compiled: bool = False) -> tuple:
     """SparseSegmentSum into `num_segments` rows (at least the last id + 1)."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sum", memory_limit),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sum", memory_limit,
+                                   compiled),)
 
 
 @kernel("SparseSegmentMeanWithNumSegments")
 def sparse_segment_mean_with_num_segments(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any, *,
-                                          sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
+                                          sparse_gradient: bool = False, memory_limit: int | None = None,
+                                          compiled: bool = False) -> tuple:
     """SparseSegmentMean into `num_segments` rows (at least the last id + 1)."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "mean", memory_limit),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "mean", memory_limit,
+                                   compiled),)
 
 
 @kernel("SparseSegmentSqrtNWithNumSegments")
 def sparse_segment_sqrt_n_with_num_segments(xp: Any, data: Any, indices: Any, segment_ids: Any, num_segments: Any, *,
-                                            sparse_gradient: bool = False, memory_limit: int | None = None) -> tuple:
+                                            sparse_gradient: bool = False, memory_limit: int | None = None,
+                                            compiled: bool = False) -> tuple:
     """SparseSegmentSqrtN into `num_segments` rows (at least the last id + 1)."""
-    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sqrtn", memory_limit),)
+    return (_sparse_segment_reduce(xp, data, indices, segment_ids, num_segments, "sqrtn", memory_limit,
+                                   compiled),)

@@ -62,7 +62,38 @@ def parse_example_v2(xp: Any, serialized: Any, names: Any, sparse_keys: Any, den
                      memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """Parse a vector (or a scalar) of serialized Examples; keys come as 1-D string tensors."""
     _check_serialized(serialized, names, scalar_ok=True)
-    dense_keys, sparse_keys, ragged_keys = (list(k.reshape(-1)) for k in (dense_keys, sparse_keys, ragged_keys))
+    dense_keys, sparse_keys, ragged_keys = (k.reshape(-1).tolist() for k in (dense_keys, sparse_keys, ragged_keys))
+    # The keys and defaults are constants in a served graph: the config is built once per distinct content.
+    cache_key = (tuple(dense_keys), tuple(sparse_keys), tuple(ragged_keys), Tdense, num_sparse, sparse_types,
+                 ragged_value_types, ragged_split_types, dense_shapes, tuple(map(_content, dense_defaults)))
+    try:
+        config = _CONFIGS.get(cache_key)
+    except TypeError:  # an attr given as a list, not decoded from a graph: nothing to cache it by
+        cache_key, config = None, None
+    if config is None:
+        config = _v2_config(dense_keys, sparse_keys, ragged_keys, dense_defaults, Tdense, num_sparse, sparse_types,
+                            ragged_value_types, ragged_split_types, dense_shapes)
+        if cache_key is not None:
+            if len(_CONFIGS) >= _MAX_CONFIGS:
+                _CONFIGS.clear()
+            _CONFIGS[cache_key] = config
+    return _parse(xp, config, serialized, names, memory_limit, compiled)
+
+
+_CONFIGS: dict[tuple, ExampleConfig] = {}
+_MAX_CONFIGS = 256
+
+
+def _content(default: Any) -> tuple:
+    """A dense default as a hashable value: equal for equal defaults."""
+    data = tuple(default.reshape(-1).tolist()) if default.dtype == object else default.tobytes()
+    return default.dtype.str, default.shape, data
+
+
+def _v2_config(dense_keys: list, sparse_keys: list, ragged_keys: list, dense_defaults: tuple, Tdense: tuple,
+               num_sparse: int, sparse_types: tuple, ragged_value_types: tuple, ragged_split_types: tuple,
+               dense_shapes: tuple) -> ExampleConfig:
+    """ParseExampleV2's features, its inputs and attrs checked as TensorFlow checks them."""
     if len(dense_keys) != len(Tdense):
         raise ValueError(f"Expected len(dense_keys) == len(dense_types) but got: {len(dense_keys)} vs. {len(Tdense)}")
     if len(sparse_keys) != num_sparse:
@@ -70,10 +101,9 @@ def parse_example_v2(xp: Any, serialized: Any, names: Any, sparse_keys: Any, den
     if len(ragged_keys) != len(ragged_value_types):
         raise ValueError(f"Expected len(ragged_keys) == len(ragged_value_types) but got: {len(ragged_keys)} vs. "
                          f"{len(ragged_value_types)}")
-    config = ExampleConfig(dense_specs(dense_keys, Tdense, dense_shapes, dense_defaults),
-                           list_specs(sparse_keys, sparse_types), list_specs(ragged_keys, ragged_value_types,
-                                                                             ragged_split_types))
-    return _parse(xp, config, serialized, names, memory_limit, compiled)
+    return ExampleConfig(dense_specs(dense_keys, Tdense, dense_shapes, dense_defaults),
+                         list_specs(sparse_keys, sparse_types), list_specs(ragged_keys, ragged_value_types,
+                                                                           ragged_split_types))
 
 
 def _v1_outputs(attrs: dict) -> int:

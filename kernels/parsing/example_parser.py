@@ -25,6 +25,7 @@ tensors. TensorFlow's rules, kept on both paths:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +109,20 @@ class ExampleConfig:
     dense: tuple[DenseSpec, ...] = ()
     sparse: tuple[ListSpec, ...] = ()
     ragged: tuple[ListSpec, ...] = ()
+
+    @functools.cached_property
+    def walk_request(self) -> Any:
+        """The features as the compiled walk takes them (example_wire_walk.request), prepared once per config;
+        None where the walk cannot take them (duplicate keys: see _columns; a big-endian host)."""
+        specs = (*self.dense, *self.sparse, *self.ragged)
+        keys = [s.key for s in specs]
+        if not example_wire_walk.AVAILABLE or len(set(keys)) < len(keys):
+            return None
+        lists = len(self.sparse) + len(self.ragged)
+        kinds = [example_wire_walk.VARLEN if s.variable_length else example_wire_walk.FIXED for s in self.dense]
+        return example_wire_walk.request(
+            keys, [s.dtype for s in specs], kinds + [example_wire_walk.LIST] * lists,
+            [s.stride for s in self.dense] + [0] * lists, [s.default.size == 0 for s in self.dense] + [False] * lists)
 
 
 def check_feature_dtype(dtype: np.dtype) -> None:
@@ -268,6 +283,7 @@ def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: l
     n = len(serialized)
     features = _walk_compiled(config, serialized) if compiled and n else None
     if features is None:
+        compiled = False
         features = _walk_twin(config, serialized, names)
     found = [counts for counts, _ in features]
     _check_dense_outputs(config, n, found[:len(config.dense)], memory_limit)
@@ -275,7 +291,7 @@ def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: l
     lists = features[len(config.dense):]
     return ParsedExamples(
         dense=dense,
-        sparse=[_sparse_batch(n, *f) for f in lists[:len(config.sparse)]],
+        sparse=[_sparse_batch(n, *f, compiled=compiled) for f in lists[:len(config.sparse)]],
         ragged=[_ragged_batch(s, n, *f) for s, f in zip(config.ragged, lists[len(config.sparse):])],
     )
 
@@ -283,15 +299,8 @@ def parse_example_batch(config: ExampleConfig, serialized: list[bytes], names: l
 def _walk_compiled(config: ExampleConfig, serialized: list[bytes]) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """Each feature's (value counts per example, -1 where missing; values) from the compiled walk, None
     where it does not take the batch."""
-    specs = (*config.dense, *config.sparse, *config.ragged)
-    keys = [s.key for s in specs]
-    if not example_wire_walk.AVAILABLE or len(set(keys)) < len(keys):  # duplicates: see _columns
-        return None
-    lists = len(config.sparse) + len(config.ragged)
-    kinds = [example_wire_walk.VARLEN if s.variable_length else example_wire_walk.FIXED for s in config.dense]
-    return example_wire_walk.walk_batch(
-        serialized, keys, [s.dtype for s in specs], kinds + [example_wire_walk.LIST] * lists,
-        [s.stride for s in config.dense] + [0] * lists, [s.default.size == 0 for s in config.dense] + [False] * lists)
+    requested = config.walk_request
+    return None if requested is None else example_wire_walk.walk_requested(serialized, requested)
 
 
 def _walk_twin(config: ExampleConfig, serialized: list[bytes],
@@ -363,6 +372,10 @@ def _take_batch(column: _Column, i: int, feature: bytes, serialized: list[bytes]
 
 
 def _dense_batch(spec: DenseSpec, n: int, found: np.ndarray, values: np.ndarray) -> np.ndarray:
+    # Each Example that has the feature gives exactly `stride` values: all of them have it when there are n times
+    # as many (a stride of 0 says nothing).
+    if spec.stride and values.shape[0] == n * spec.stride:
+        return values.reshape((n, *spec.shape))
     present = found >= 0
     if present.all():
         return values.reshape((n, *spec.shape))
@@ -383,7 +396,11 @@ def _varlen_batch(spec: DenseSpec, n: int, found: np.ndarray, values: np.ndarray
     return out.reshape((n, width // spec.stride if spec.stride else 0, *spec.shape[1:]))
 
 
-def _sparse_batch(n: int, found: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sparse_batch(n: int, found: np.ndarray, values: np.ndarray, *,
+                  compiled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if compiled:
+        indices, widest = example_wire_walk.sparse_indices(found, values.shape[0])
+        return indices, values, np.array([n, widest], np.int64)
     counts = np.maximum(found, 0)
     rows = np.repeat(np.arange(n, dtype=np.int64), counts)
     cols = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)

@@ -24,6 +24,7 @@ float run, a varint with bits past 64).
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -32,7 +33,7 @@ import numpy as np
 
 from kernels.jit import compiled
 
-__all__ = ["AVAILABLE", "FIXED", "LIST", "VARLEN", "walk_batch"]
+__all__ = ["AVAILABLE", "FIXED", "LIST", "VARLEN", "request", "sparse_indices", "walk_batch", "walk_requested"]
 
 # How a requested feature takes its entries: a fixed-length dense feature (exactly `stride` values), a
 # variable-length dense one (a multiple of `stride`), a sparse or ragged one (any count; an empty
@@ -299,6 +300,30 @@ def _fill(buf, begins, counts, packed, key_types, bases, floats, ints, spans):  
             out += count
 
 
+@compiled("int64(Array(int64, 1, 'A', readonly=True), int64[:, ::1])", ops=("ParseExampleV2", "ParseExample"))
+def _sparse_indices(found, indices):  # pragma: no cover - compiled
+    """indices[:, 0] the Example and [:, 1] the position of each value of a sparse feature with `found` values
+    per Example (-1: missing, none); returns the most values one Example has."""
+    at = 0
+    widest = 0
+    for row in range(found.shape[0]):
+        count = found[row]
+        for c in range(count):
+            indices[at, 0] = row
+            indices[at, 1] = c
+            at += 1
+        widest = max(widest, count)
+    return widest
+
+
+def sparse_indices(found: np.ndarray, total: int) -> tuple[np.ndarray, int]:
+    """A sparse feature's indices [total, 2] (Example, position) from its value counts per Example (-1 where
+    missing) totalling `total`, and the most values one Example has: the compiled twin of
+    kernels.parsing.example_parser's numpy construction."""
+    indices = np.empty((total, 2), np.int64)
+    return indices, int(_sparse_indices(found, indices))
+
+
 def walk_batch(serialized: Sequence[Any], keys: Sequence[bytes], dtypes: Sequence[np.dtype], kinds: Sequence[int],
                strides: Sequence[int], required: Sequence[bool]) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """Each requested feature's value counts per Example (int64 [n], -1 where it is missing) and its values
@@ -306,16 +331,26 @@ def walk_batch(serialized: Sequence[Any], keys: Sequence[bytes], dtypes: Sequenc
     VARLEN, LIST), strides (values per Example or per row) and whether a FIXED one is required. None when
     an Example is not on the usual path (see the module docstring): the caller then parses the batch with
     the twin. The keys must be distinct."""
+    return walk_requested(serialized, request(keys, dtypes, kinds, strides, required))
+
+
+def request(keys: Sequence[bytes], dtypes: Sequence[np.dtype], kinds: Sequence[int], strides: Sequence[int],
+            required: Sequence[bool]) -> _Requested:
+    """The requested features (as walk_batch takes them) prepared for `walk_requested`: a parse op's are
+    the same for every batch, so its caller can prepare them once."""
+    return _requested(tuple(keys), tuple(dtypes), tuple(kinds), tuple(strides), tuple(required))
+
+
+def walk_requested(serialized: Sequence[Any], requested: _Requested) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """walk_batch for features prepared by `request`."""
     n = len(serialized)
     try:
         joined = b"".join(serialized)
     except TypeError:  # not all bytes: the twin says what is wrong
         return None
-    starts = np.zeros(n + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, serialized), np.int64, n), out=starts[1:])
+    starts = np.array([0, *itertools.accumulate(map(len, serialized))], np.int64)
     buf = np.frombuffer(joined, np.uint8)
-    requested = _requested(tuple(keys), tuple(dtypes), tuple(kinds), tuple(strides), tuple(required))
-    num_keys = len(keys)
+    num_keys = len(requested.codes)
     counts = np.empty((n, num_keys), np.int64)
     begins = np.empty((n, num_keys), np.int64)
     packed = np.zeros((n, num_keys), np.int8)

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.jit import use_compiled
 from kernels.registry import kernel
+from kernels.sparse.cross_compiled import hashed_crosses
 from kernels.sparse.tensor import to_numpy
 from kernels.strings.hash_functions import fingerprint64, fingerprint_cat64, siphash24
 
@@ -123,6 +125,34 @@ def _crosses(xp: Any, batch: int, columns: list, combine: Callable[[tuple], Any]
         xp.asarray(np.array([batch, widest], dtype=np.int64))
 
 
+def _fingerprints(values: Any, feature: Callable[[Any], int]) -> np.ndarray:
+    """Each feature's 64-bit fingerprint, as uint64 in the values' shape; integer features TensorFlow keeps
+    raw are taken as they are (`feature` is int(value) & 2^64-1 for them)."""
+    host = to_numpy(values)
+    if host.dtype.kind in "iu" and feature is _raw_or_fingerprint64:
+        return host.astype(np.int64, copy=False).view(np.uint64)
+    flat = host.reshape(-1).tolist()
+    if feature is _raw_or_fingerprint64 and all(type(v) is bytes for v in flat):
+        feature = fingerprint64  # strings (as kernels hold them): no per-feature type test
+    return np.fromiter(map(feature, flat), dtype=np.uint64, count=len(flat)).reshape(host.shape)
+
+
+def _raw_or_fingerprint64(value: Any) -> int:
+    """SparseCross' feature hash: a string's Fingerprint64, an integer as is."""
+    return fingerprint64(value) if isinstance(value, bytes) else int(value) & _MASK64
+
+
+def _hashed_compiled(inputs: tuple, n: int, num_dense: int, sparse_feature: Callable, dense_feature: Callable,
+                     start: int | None, num_buckets: int) -> tuple:
+    """The hashed crosses by the compiled loop (kernels.sparse.cross_compiled): `_columns` and `_crosses` are
+    its twin."""
+    indices, values, shapes = inputs[:n], inputs[n:2 * n], inputs[2 * n:3 * n]
+    dense = inputs[3 * n:3 * n + num_dense]
+    batch = _validate(indices, values, shapes, dense)
+    sparse = [(to_numpy(ix)[:, 0], _fingerprints(v, sparse_feature)) for ix, v in zip(indices, values)]
+    return hashed_crosses(sparse, [_fingerprints(d, dense_feature) for d in dense], batch, start, num_buckets)
+
+
 def _as_bytes(value: Any) -> bytes:
     """A feature as the bytes of its string: strings as they are, integers in decimal (std::to_string)."""
     return value if isinstance(value, bytes) else str(int(value)).encode()
@@ -139,7 +169,7 @@ def _bucket(hashed: int, num_buckets: int) -> int:
 @kernel("SparseCross", devices=("cpu",), outputs=3)
 def sparse_cross(xp: Any, *inputs: Any, N: int, hashed_output: bool, num_buckets: int, hash_key: int,
                  sparse_types: tuple = (), dense_types: tuple = (), out_type: Any = None,
-                 internal_type: Any = None) -> tuple:
+                 internal_type: Any = None, compiled: bool = False) -> tuple:
     """Crosses of the sparse and dense columns: strings joined by "_X_", or hashes chained from `hash_key`."""
     if internal_type is not None and np.dtype(internal_type) == object:
         for v in inputs[N:2 * N]:
@@ -149,11 +179,11 @@ def sparse_cross(xp: Any, *inputs: Any, N: int, hashed_output: bool, num_buckets
             if d.dtype != object:
                 raise ValueError("Dense inputs should be of internal type 7 but received 9")
     if hashed_output:
-        def fingerprint(value: Any) -> int:
-            return fingerprint64(value) if isinstance(value, bytes) else int(value) & _MASK64
-
-        batch, columns = _columns(inputs, N, len(dense_types), fingerprint, fingerprint)
+        fingerprint = _raw_or_fingerprint64
         start = hash_key & _MASK64
+        if use_compiled(xp, compiled) and N + len(dense_types):
+            return _hashed_compiled(inputs, N, len(dense_types), fingerprint, fingerprint, start, num_buckets)
+        batch, columns = _columns(inputs, N, len(dense_types), fingerprint, fingerprint)
 
         def combine(product: tuple) -> int:
             hashed = start
@@ -183,7 +213,8 @@ def _debug_string(t: Any) -> str:
 
 
 @kernel("SparseCrossHashed", devices=("cpu",), outputs=3)
-def sparse_cross_hashed(xp: Any, *inputs: Any, N: int, sparse_types: tuple = (), dense_types: tuple = ()) -> tuple:
+def sparse_cross_hashed(xp: Any, *inputs: Any, N: int, sparse_types: tuple = (), dense_types: tuple = (),
+                        compiled: bool = False) -> tuple:
     """Hashed crosses chained from the first feature; `num_buckets`, `strong_hash` and the two-word SipHash
     `salt` are the last three inputs."""
     *columns_in, num_buckets, strong_hash, salt = inputs
@@ -208,6 +239,8 @@ def sparse_cross_hashed(xp: Any, *inputs: Any, N: int, sparse_types: tuple = (),
             return keyed(value)
         return keyed((int(value) & _MASK64).to_bytes(8, "little")[:4]) if strong else int(value) & _MASK64
 
+    if use_compiled(xp, compiled) and N + len(dense_types):
+        return _hashed_compiled(columns_in, N, len(dense_types), sparse_feature, dense_feature, None, buckets)
     batch, columns = _columns(columns_in, N, len(dense_types), sparse_feature, dense_feature)
 
     def combine(product: tuple) -> int:

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from kernels.host import format_dims
+from kernels.jit import use_compiled
 from kernels.limits import check_bytes, check_elements
 from kernels.registry import kernel
+from kernels.sparse.index_loops import fill_empty_rows, locate_indices
 from kernels.sparse.tensor import (
     check_indices_valid,
     check_sparse_tensor,
@@ -38,10 +40,10 @@ __all__ = [
 
 def _strides(shape: list[int]) -> np.ndarray:
     """Row-major strides of `shape`, in elements."""
-    strides = np.ones(len(shape), dtype=np.int64)
+    strides = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * shape[d + 1]
-    return strides
+    return np.array(strides, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ def _strides(shape: list[int]) -> np.ndarray:
 
 @kernel("SparseToDense")
 def sparse_to_dense(xp: Any, sparse_indices: Any, output_shape: Any, sparse_values: Any, default_value: Any, *,
-                    validate_indices: bool = True, memory_limit: int | None = None) -> tuple:
+                    validate_indices: bool = True, memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """A dense tensor of `output_shape` holding `default_value` except at `sparse_indices` (a matrix, a vector
     of indices into a vector, or one scalar index), which hold `sparse_values` (a vector, or one scalar for
     all)."""
@@ -69,21 +71,26 @@ def sparse_to_dense(xp: Any, sparse_indices: Any, output_shape: Any, sparse_valu
     if default_value.ndim != 0:
         raise ValueError("default_value should be a scalar.")
     shape = to_numpy(output_shape).astype(np.int64)
-    for d in shape:
+    dims = tuple(shape.tolist())
+    for d in dims:
         if d < 0:
             raise ValueError(f"Dimension {d} must be >= 0")
-    dims = tuple(int(d) for d in shape)
     check_elements(math.prod(dims), sparse_values.dtype, memory_limit, "SparseToDense output", dims)
     indices = to_numpy(sparse_indices).astype(np.int64).reshape(num_elems, num_dims)
-    if validate_indices:
-        check_indices_valid(indices, shape)
-    elif ((indices < 0) | (indices >= shape)).any():
-        raise ValueError(f"Indices are not valid (out of bounds).  Shape: {format_dims(shape.tolist())}")
+    linear = None
+    if use_compiled(np, compiled):
+        linear, _, _ = locate_indices(indices, shape, validate_indices)  # None: the twin below words the error
+    if linear is None:
+        if validate_indices:
+            check_indices_valid(indices, shape)
+        elif ((indices < 0) | (indices >= shape)).any():
+            raise ValueError(f"Indices are not valid (out of bounds).  Shape: {format_dims(shape.tolist())}")
     out = xp.empty(dims, dtype=sparse_values.dtype)
     out[...] = default_value
     if num_elems and out.size:
         # NOTE: a repeated index keeps the last value, as TensorFlow's loop does (numpy writes in order).
-        linear = indices @ _strides(shape.tolist())
+        if linear is None:
+            linear = indices @ _strides(list(dims))
         if xp is not np and sparse_values.ndim == 1 and num_elems > 1:
             # A GPU scatter writes repeated indices in no set order: keep only each index's last entry.
             first_from_end = np.unique(linear[::-1], return_index=True)[1]
@@ -115,7 +122,7 @@ def sparse_reorder(xp: Any, input_indices: Any, input_values: Any, input_shape: 
 
 def _reshaped(input_shape: list[int], new_shape: list[int]) -> tuple[list[int], int]:
     """The target shape with its -1 resolved, and the product of its given sizes (TensorFlow's checks)."""
-    dense_size = int(np.prod(input_shape, dtype=np.int64)) if input_shape else 1
+    dense_size = math.prod(input_shape)
     output, product, unknown = [], 1, -1
     for d, size in enumerate(new_shape):
         if size == -1:
@@ -138,7 +145,7 @@ def _reshaped(input_shape: list[int], new_shape: list[int]) -> tuple[list[int], 
                              f"shape requires a multiple of {product}. input_shape={format_dims(input_shape)} "
                              f"output_shape={format_dims(output)}")
         output[unknown] = missing
-    total = int(np.prod(output, dtype=np.int64)) if output else 1
+    total = math.prod(output)
     if total != dense_size:
         raise ValueError(f"Input to reshape is a tensor with {dense_size} dense values, but the requested shape has "
                          f"{total}. input_shape={format_dims(input_shape)} output_shape={format_dims(output)}")
@@ -156,15 +163,15 @@ def sparse_reshape(xp: Any, input_indices: Any, input_shape: Any, new_shape: Any
         raise ValueError("Input tensor rank must match input shape length.")
     if new_shape.ndim != 1:
         raise ValueError(f"Target shape should be a vector but received shape {format_dims(new_shape.shape)}")
-    in_shape = [int(d) for d in to_numpy(input_shape)]
+    in_shape = to_numpy(input_shape).tolist()
     for d in in_shape:
         if d < 0:
             raise ValueError(f"Expected shape dimensions to be non-negative, got {d}")
-    out_shape, product = _reshaped(in_shape, [int(d) for d in to_numpy(new_shape)])
+    out_shape, product = _reshaped(in_shape, to_numpy(new_shape).tolist())
     if out_shape == in_shape:
         return input_indices, input_shape
     nnz = input_indices.shape[0]
-    dense_size = int(np.prod(in_shape, dtype=np.int64)) if in_shape else 1
+    dense_size = math.prod(in_shape)
     if nnz and not (dense_size > 0 and product > 0):
         raise ValueError(f"Input tensor has {nnz} non zero elements but input shape ({format_dims(in_shape)}) or "
                          f"output shape ({format_dims(out_shape)}) is empty")
@@ -183,7 +190,7 @@ def sparse_reshape(xp: Any, input_indices: Any, input_shape: Any, new_shape: Any
 
 @kernel("SparseFillEmptyRows", outputs=4)
 def sparse_fill_empty_rows(xp: Any, indices: Any, values: Any, dense_shape: Any, default_value: Any, *,
-                           memory_limit: int | None = None) -> tuple:
+                           memory_limit: int | None = None, compiled: bool = False) -> tuple:
     """Every empty row of the sparse tensor gets one entry `default_value` at [row, 0, ...]; entries are grouped
     by row (in order within a row). Also returns which rows were empty and where each input entry went."""
     if dense_shape.ndim != 1:
@@ -214,11 +221,12 @@ def sparse_fill_empty_rows(xp: Any, indices: Any, values: Any, dense_shape: Any,
         return (xp.zeros((0, rank), dtype=np.int64), values[:0], xp.zeros(0, dtype=bool),
                 xp.zeros(0, dtype=np.int64))
     ix = to_numpy(indices).astype(np.int64)
+    if use_compiled(xp, compiled):
+        return _fill_empty_rows_compiled(xp, ix, values, dense_rows, default_value)
     rows = ix[:, 0]
     bad = np.flatnonzero((rows < 0) | (rows >= dense_rows))
     if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"indices({i}, 0) is invalid: {rows[i]} >= {dense_rows}")
+        _bad_row(ix, int(bad[0]), dense_rows)
     counts = np.bincount(rows, minlength=dense_rows)
     empty = counts == 0
     # Each row takes max(count, 1) slots; an entry goes to its row's start plus its rank within the row.
@@ -236,6 +244,25 @@ def sparse_fill_empty_rows(xp: Any, indices: Any, values: Any, dense_shape: Any,
     out_values[...] = default_value
     out_values[xp.asarray(reverse_index_map)] = values
     return (xp.asarray(out_indices), out_values, xp.asarray(empty), xp.asarray(reverse_index_map))
+
+
+def _bad_row(ix: np.ndarray, i: int, dense_rows: int) -> None:
+    raise ValueError(f"indices({i}, 0) is invalid: {ix[i, 0]} >= {dense_rows}")
+
+
+def _fill_empty_rows_compiled(xp: Any, ix: np.ndarray, values: Any, dense_rows: int, default_value: Any) -> tuple:
+    """SparseFillEmptyRows with the compiled regrouping (kernels.sparse.index_loops); the twin above."""
+    filled = fill_empty_rows(ix, dense_rows)
+    if isinstance(filled, int):
+        _bad_row(ix, filled, dense_rows)
+    out_indices, empty, reverse_index_map, unmoved = filled
+    if unmoved:
+        out_values = values  # no row was empty and the entries were grouped by row already
+    else:
+        out_values = np.empty(out_indices.shape[0], dtype=values.dtype)
+        out_values[...] = default_value
+        out_values[reverse_index_map] = values
+    return out_indices, out_values, empty, reverse_index_map
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -61,6 +61,10 @@ def _key(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+# Value dtypes whose elements round-trip through Python values (tolist, then fromiter) unchanged.
+_SCALAR_KINDS = frozenset("biufO")
+
+
 class LookupTable(Resource):
     """A hash table from keys to values (scalars, or tensors of `value_shape`)."""
 
@@ -77,7 +81,8 @@ class LookupTable(Resource):
         self.initialized = mutable  # mutable tables need no initializer
         self._lock = threading.Lock()
         self._map: dict[Any, np.ndarray] = {}
-        self._snapshot: tuple[dict[Any, int], np.ndarray] | None = None
+        # What reads see: each key's row, the rows, and for scalar values each key's value as a Python value.
+        self._snapshot: tuple[dict[Any, int], np.ndarray, dict[Any, Any] | None] | None = None
 
     def describe(self) -> str:
         kind = "mutable hash table" if self.mutable else "hash table"
@@ -170,7 +175,7 @@ class LookupTable(Resource):
 
     # --- reads -------------------------------------------------------------------------------------------
 
-    def _current(self) -> tuple[dict[Any, int], np.ndarray]:
+    def _current(self) -> tuple[dict[Any, int], np.ndarray, dict[Any, Any] | None]:
         snapshot = self._snapshot
         if snapshot is None:
             with self._lock:
@@ -179,7 +184,10 @@ class LookupTable(Resource):
                     rows = np.empty((len(self._map),) + self.value_shape, dtype=self.value_dtype)
                     for i, value in enumerate(self._map.values()):
                         rows[i] = value
-                    self._snapshot = (index, rows)
+                    by_key = None
+                    if not self.value_shape and self.value_dtype.kind in _SCALAR_KINDS:
+                        by_key = dict(zip(index, rows.tolist()))
+                    self._snapshot = (index, rows, by_key)
                 snapshot = self._snapshot
         return snapshot
 
@@ -191,9 +199,13 @@ class LookupTable(Resource):
         if default.shape not in ((), self.value_shape):
             raise ValueError(f"Expected shape {list(self.value_shape)} or [] for default value but got "
                              f"{list(default.shape)}")
-        index, rows = self._current()
+        index, rows, by_key = self._current()
         # tolist() gives Python ints and floats, the dict's own keys; strings as bytes, as flat_strings gives them.
         flat = flat_strings(keys) if keys.dtype == object else keys.ravel().tolist()
+        if by_key is not None:  # scalar values: each key's value, or the default, in one pass
+            out = np.fromiter(map(by_key.get, flat, itertools.repeat(default.item())), dtype=self.value_dtype,
+                              count=keys.size)
+            return out.reshape(keys.shape)
         positions = np.fromiter(map(index.get, flat, itertools.repeat(-1)), dtype=np.int64, count=keys.size)
         out = np.empty((keys.size,) + self.value_shape, dtype=self.value_dtype)
         hit = positions >= 0
@@ -202,7 +214,7 @@ class LookupTable(Resource):
         return out.reshape(keys.shape + self.value_shape)
 
     def export(self) -> tuple[np.ndarray, np.ndarray]:
-        index, rows = self._current()
+        index, rows, _ = self._current()
         keys = np.array(list(index), dtype=self.key_dtype) if index else np.empty((0,), dtype=self.key_dtype)
         return keys, rows.copy()
 

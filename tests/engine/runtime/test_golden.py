@@ -57,7 +57,11 @@ COMPILED_SOURCE_OPS = frozenset({"DepthwiseConv2dNative", "Conv2D", "Softmax", "
                                  "MatMul", "BatchMatMulV2", "Einsum", "ParseExampleV2", "ParseExample",
                                  "NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
                                  "CombinedNonMaxSuppression", "DecodeJpeg", "DecodeImage", "ResizeBilinear",
-                                 "ResizeNearestNeighbor"})
+                                 "ResizeNearestNeighbor", "GatherV2", "Gather", "TopKV2", "Unique",
+                                 "UniqueWithCounts", "UniqueV2", "UniqueWithCountsV2", "SparseSegmentSum",
+                                 "SparseSegmentMean", "SparseSegmentSqrtN", "SparseSegmentSumWithNumSegments",
+                                 "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments",
+                                 "SparseFillEmptyRows", "SparseToDense", "SparseCross", "SparseCrossHashed"})
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,18 @@ def test_variable_length_dense_is_padded_to_the_longest(run_kernel):
                                        [[-1, -1], [-1, -1]]]), i64(0, 0, 0, 1).reshape(4, 1)])
 
 
+def test_each_call_takes_its_own_defaults(run_kernel):
+    """The kernel keeps the features it was asked for between calls: the same keys with other defaults (or
+    other dtypes) are another request."""
+    batch = strings(example(("b", ints(7))), example(("q", ints(1))))
+    for default in (np.int64(-1), np.int64(5), np.int64(-1)):
+        out = parse_v2(run_kernel, batch, dense=[("b", default, [])])
+        assert_outputs(out["dense"], [i64(7, int(default))])
+    for default in (string("x"), string("y")):
+        out = parse_v2(run_kernel, strings(example(("q", ints(1)))), dense=[("b", default, [])])
+        assert_outputs(out["dense"], [objects(default.item().decode())])
+
+
 def test_variable_length_strings_pad_with_the_default(run_kernel):
     out = parse_v2(run_kernel, strings(example(("t", strs("a"))), example(("t", strs("b", "c")))),
                    dense=[("t", string("<pad>"), [None])])
