@@ -71,56 +71,67 @@ _T3, _T5, _T7, _T9, _T11 = (_f(c) for c in (-1 / 3, 2 / 15, -17 / 315, 62 / 2835
 
 
 @compiled(f"void({readonly(2)}, float32[:, ::1], {readonly(1)}, {readonly(1)}, float32[:, ::1], float32[:, ::1], "
-          f"{readonly(2)}, float32[:, ::1], float32[:, ::1])", ops=(LSTM_OP,))
-def _lstm_step(xw, rec, bias, mask, h, c, previous, out, e):  # pragma: no cover - compiled
+          f"{readonly(2)}, float32[:, ::1], float32[:, ::1], float32[:, ::1])", ops=(LSTM_OP,))
+def _lstm_step(xw, rec, bias, mask, h, c, previous, out, e, cell):  # pragma: no cover - compiled
     """One LSTM step: rec holds h @ recurrent_kernel (and is overwritten), h and c are updated in place, out
-    gets the step's output (previous where masked); e is scratch like rec."""
+    gets the step's output (previous where masked); e [B, 4H] and cell [B, 2H] are scratch. Each loop writes
+    arrays it does not read at other columns (c' goes to cell, not back into rec or e), which lets LLVM
+    vectorise it."""
     rows, gates = xw.shape
     units = gates // 4
-    for stage in range(2):
-        if stage == 0:  # the gates' pre-activations, and their exp arguments (tanh's for g)
-            width = gates
-            for row in range(rows):
-                for j in range(gates):
-                    v = (xw[row, j] + rec[row, j]) + bias[j]
-                    rec[row, j] = v
-                    a = -abs(v)
-                    e[row, j] = a + a if 2 * units <= j < 3 * units else a
-        else:  # c' = sigmoid(f) * c + sigmoid(i) * tanh(g), over g's pre-activation; tanh(c')'s exp argument
-            width = units
-            for row in range(rows):
-                for j in range(units):
-                    ei, ef, eg = e[row, j], e[row, units + j], e[row, 2 * units + j]
-                    vi, vf, vg = rec[row, j], rec[row, units + j], rec[row, 2 * units + j]
-                    ri = numpy.divide(_ONE, ei + _ONE)
-                    rf = numpy.divide(_ONE, ef + _ONE)
-                    si = ri if vi >= _ZERO else ei * ri
-                    sf = rf if vf >= _ZERO else ef * rf
-                    g = numpy.divide(_ONE - eg, _ONE + eg)
-                    g2 = vg * vg
-                    small = vg * (((((_T11 * g2 + _T9) * g2 + _T7) * g2 + _T5) * g2 + _T3) * g2 + _ONE)
-                    g = small if abs(vg) < _TANH_SMALL else (g if vg >= _ZERO else -g)
-                    cn = sf * c[row, j] + si * g
-                    rec[row, 2 * units + j] = cn
-                    e[row, j] = -_TWO * abs(cn)
-        for row in range(rows):
-            for j in range(width):
-                a0 = e[row, j]
-                a = _EXP_LO if a0 < _EXP_LO else a0  # noqa: FURB136  (max() would turn NaN into _EXP_LO)
-                t = a * _LOG2E + _ROUNDER
-                kf = t - _ROUNDER
-                r = a - kf * _LN2_HI
-                r = r - kf * _LN2_LO
-                p = ((((_E0 * r + _E1) * r + _E2) * r + _E3) * r + _E4) * r + _E5
-                p = p * (r * r) + r + _ONE
-                scale = numpy.int32((numpy.float32(t).view(numpy.int32) + _EXPONENT_BIAS) << 23).view(numpy.float32)
-                e[row, j] = _ZERO if a0 < _EXP_LO else p * scale
+    for row in range(rows):  # the gates' pre-activations, and their exp arguments (tanh's, doubled, for g)
+        for j in range(gates):
+            v = (xw[row, j] + rec[row, j]) + bias[j]
+            rec[row, j] = v
+            e[row, j] = -abs(v)
+        for j in range(2 * units, 3 * units):
+            e[row, j] = e[row, j] + e[row, j]
+    for row in range(rows):  # the gates' exps
+        for j in range(gates):
+            a0 = e[row, j]
+            a = _EXP_LO if a0 < _EXP_LO else a0  # noqa: FURB136  (max() would turn NaN into _EXP_LO)
+            t = a * _LOG2E + _ROUNDER
+            kf = t - _ROUNDER
+            r = a - kf * _LN2_HI
+            r = r - kf * _LN2_LO
+            p = ((((_E0 * r + _E1) * r + _E2) * r + _E3) * r + _E4) * r + _E5
+            p = p * (r * r) + r + _ONE
+            scale = numpy.int32((numpy.float32(t).view(numpy.int32) + _EXPONENT_BIAS) << 23).view(numpy.float32)
+            e[row, j] = _ZERO if a0 < _EXP_LO else p * scale
+    for row in range(rows):  # c' = sigmoid(f) * c + sigmoid(i) * tanh(g) into cell[:, :H]; tanh(c')'s exp argument
+        for j in range(units):
+            ei, ef, eg = e[row, j], e[row, units + j], e[row, 2 * units + j]
+            vi, vf, vg = rec[row, j], rec[row, units + j], rec[row, 2 * units + j]
+            ri = numpy.divide(_ONE, ei + _ONE)
+            rf = numpy.divide(_ONE, ef + _ONE)
+            si = ri if vi >= _ZERO else ei * ri
+            sf = rf if vf >= _ZERO else ef * rf
+            g = numpy.divide(_ONE - eg, _ONE + eg)
+            g2 = vg * vg
+            small = vg * (((((_T11 * g2 + _T9) * g2 + _T7) * g2 + _T5) * g2 + _T3) * g2 + _ONE)
+            g = small if abs(vg) < _TANH_SMALL else (g if vg >= _ZERO else -g)
+            cn = sf * c[row, j] + si * g
+            cell[row, j] = cn
+            cell[row, units + j] = -_TWO * abs(cn)
+    # tanh(c')'s exp: the loop above written out again (one loop over a buffer chosen per stage does not vectorise)
+    for row in range(rows):
+        for j in range(units, 2 * units):
+            a0 = cell[row, j]
+            a = _EXP_LO if a0 < _EXP_LO else a0  # noqa: FURB136  (max() would turn NaN into _EXP_LO)
+            t = a * _LOG2E + _ROUNDER
+            kf = t - _ROUNDER
+            r = a - kf * _LN2_HI
+            r = r - kf * _LN2_LO
+            p = ((((_E0 * r + _E1) * r + _E2) * r + _E3) * r + _E4) * r + _E5
+            p = p * (r * r) + r + _ONE
+            scale = numpy.int32((numpy.float32(t).view(numpy.int32) + _EXPONENT_BIAS) << 23).view(numpy.float32)
+            cell[row, j] = _ZERO if a0 < _EXP_LO else p * scale
     for row in range(rows):  # h' = sigmoid(o) * tanh(c')
         for j in range(units):
             eo, vo = e[row, 3 * units + j], rec[row, 3 * units + j]
             ro = numpy.divide(_ONE, eo + _ONE)
             so = ro if vo >= _ZERO else eo * ro
-            cn, ec = rec[row, 2 * units + j], e[row, j]
+            cn, ec = cell[row, j], cell[row, units + j]
             tc = numpy.divide(_ONE - ec, _ONE + ec)
             c2 = cn * cn
             small = cn * (((((_T11 * c2 + _T9) * c2 + _T7) * c2 + _T5) * c2 + _T3) * c2 + _ONE)
@@ -134,7 +145,7 @@ def _lstm_step(xw, rec, bias, mask, h, c, previous, out, e):  # pragma: no cover
         else:
             for j in range(units):
                 h[row, j] = out[row, j]
-                c[row, j] = rec[row, 2 * units + j]
+                c[row, j] = cell[row, j]
 
 
 @compiled(f"void({readonly(2)}, float32[:, ::1], {readonly(1)}, {readonly(1)}, float32[:, ::1], {readonly(2)}, "
@@ -256,11 +267,12 @@ def lstm(xp, x, h, c, kernel, recurrent_kernel, bias, mask, output, *, zero_mask
         bias, output = numpy.ascontiguousarray(bias), numpy.ascontiguousarray(output)
         rec = numpy.empty((h.shape[0], 4 * units), numpy.float32)
         scratch = numpy.empty((h.shape[0], 4 * units), numpy.float32)
+        cell = numpy.empty((h.shape[0], 2 * units), numpy.float32)
         step_mask = mask.astype(numpy.float32) if mask.size else numpy.empty(0, numpy.float32)
         for t in range(steps):
             blas.matmul(xp, h, recurrent_kernel, out=rec)
             _lstm_step(xw[t], rec, bias, step_mask[t] if mask.size else step_mask, h, c,
-                       zeros if zero_masked else outputs[t - 1] if t else output, outputs[t], scratch)
+                       zeros if zero_masked else outputs[t - 1] if t else output, outputs[t], scratch, cell)
         return outputs, h, c
     previous = output
     for t in range(steps):

@@ -35,10 +35,15 @@ SPELLINGS = {
     "recurrent/keras2_gru_sequences_zero_masked": ("gru", True, True),
     "recurrent/keras3_bidirectional_gru_sequences_masked": ("gru", True, True),
     "recurrent/keras3_lstm_sequences_zero_masked_backwards": ("lstm", False, True),
+    "recurrent/keras2_lstm_sequences_masked": ("lstm", False, True),
+    "recurrent/keras2_bidirectional_gru_reset_before_sequences_masked": ("gru", False, True),
+    "recurrent/keras3_bidirectional_lstm_sequences_masked": ("lstm", False, True),
+    "recurrent/keras3_gru_sequences_masked_backwards": ("gru", True, True),
     "control_flow/keras_lstm_stacked_functional": ("lstm", False, False),
 }
-# Those whose masked steps output zeros (Keras' zero_output_for_mask) rather than the previous output.
-ZERO_MASKED = {name for name in SPELLINGS if "sequences" in name and "masked" in name}
+# Those whose masked steps output zeros (Keras' zero_output_for_mask, which Bidirectional sets over sequences)
+# rather than the previous output.
+ZERO_MASKED = {name for name in SPELLINGS if "sequences" in name and ("zero_masked" in name or "bidirectional" in name)}
 NOT_RECURRENCES = ["recurrent/keras2_lstm_relu", "control_flow/dynamic_trip_count_functional",
                    "control_flow/cond_nested_while_functional"]
 
@@ -122,7 +127,11 @@ def _sessions(name: str, **options):
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("name", ["recurrent/keras2_lstm_masked", "recurrent/keras3_gru_reset_before",
                                   "recurrent/keras2_bidirectional_lstm_sequences_masked",
-                                  "recurrent/keras3_bidirectional_gru_sequences_masked"])
+                                  "recurrent/keras3_bidirectional_gru_sequences_masked",
+                                  "recurrent/keras2_lstm_sequences_masked",
+                                  "recurrent/keras2_bidirectional_gru_reset_before_sequences_masked",
+                                  "recurrent/keras3_bidirectional_lstm_sequences_masked",
+                                  "recurrent/keras3_gru_sequences_masked_backwards"])
 def test_the_fused_loop_computes_what_the_loop_does(name, compiled):
     case = load_case(FIXTURES / name)
     fused, looped = _sessions(name, compiled_kernels=compiled)
