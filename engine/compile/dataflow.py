@@ -1,8 +1,9 @@
 """A dataflow plan: a signature compiled for TensorFlow's dataflow executor, as plain data.
 
 Graphs with TensorFlow's v1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond) cannot
-run as a straight line: which nodes run, and how many times, depends on values. Such a signature
-compiles into a DataflowPlan instead of a flat instruction list: one entry per node with its bound
+run as a straight line: which nodes run, and how many times, depends on values. The optimizer raises the
+well-formed loops among them into While calls first (engine.passes.functionalize_loops); a signature with
+control flow left after that compiles into a DataflowPlan instead of a flat instruction list: one entry per node with its bound
 kernel, its kind, how many inputs it waits for, where each output goes, and the static frame (loop
 context) it belongs to. engine.runtime.dataflow_executor runs it. Partial runs use this form for every graph, since a
 dataflow plan can take its feeds in several steps.
@@ -22,10 +23,10 @@ from typing import Any
 from engine.compile.prune import all_outputs_fed
 from engine.errors import GraphError
 from engine.graph import Node, TensorRef
-from kernels.control_flow.dataflow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 from kernels.array.identity import IDENTITY_OPS
+from kernels.control_flow.dataflow import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
-__all__ = ["Kind", "DataflowNode", "DataflowPlan", "FrameMismatchError", "compile_dataflow", "loop_frames", "ROOT_FRAME"]
+__all__ = ["ROOT_FRAME", "DataflowNode", "DataflowPlan", "FrameMismatchError", "Kind", "compile_dataflow", "loop_frames"]
 
 ROOT_FRAME = ""
 

@@ -378,8 +378,10 @@ def prepare_signature(
     *,
     device: str = "cpu",
     options: PlanOptions | None = None,
+    partial_run: bool = False,
 ) -> PreparedSignature:
-    """Resolve names, prune to the signature and run the optimization passes (for `device`'s kind).
+    """Resolve names, prune to the signature and run the optimization passes (for `device`'s kind; for
+    partial runs, whose feeds arrive a few at a time, with `partial_run`).
 
     Raises UnknownTensorError for names the graph lacks."""
     options = options or PlanOptions()
@@ -405,6 +407,7 @@ def prepare_signature(
             constant_folding_max_bytes=options.constant_folding_max_bytes,
             device=devices.device_kind(device),
             fed_shapes={ref: shape for ref, (_, shape) in zip(feed_refs, feed_types)},
+            partial_run=partial_run,
         )
         graph = optimize(Graph(nodes=tuple(nodes), output_counts=graph.output_counts, library=graph.library), ctx, passes)
         nodes = prune_to_signature(graph, feed_refs, fetch_refs, target_names)
@@ -483,7 +486,7 @@ def compile_plan(
     compiles into a DataflowPlan for engine.runtime.dataflow_executor.
     """
     options = options or PlanOptions()
-    prepared = prepare_signature(graph, feeds, fetches, targets, device=device, options=options)
+    prepared = prepare_signature(graph, feeds, fetches, targets, device=device, options=options, partial_run=dataflow)
     return compile_nodes(
         prepared.graph, prepared.nodes, prepared.feeds, prepared.feed_types, prepared.fetches, prepared.targets,
         device=device, options=options, dataflow=dataflow, constants=constants, resources=resources,

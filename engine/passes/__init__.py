@@ -7,6 +7,14 @@ control flow, function calls, stateful ops) are never folded, merged, rewritten 
 
 The pipeline, in order, and why:
 
+0. functionalize_loops: TensorFlow's v1 while loops (Enter/Merge/Switch/NextIteration/Exit frames) that
+   are well-formed become While calls of a condition and a body function, first, so that every pass after
+   it sees no frames and each body, compiled as a function, goes through this pipeline of its own. The
+   first of the two passes that rewrite control-flow nodes; frames it does not raise stay on the dataflow
+   executor.
+0a. functionalize_conds: then TensorFlow's v1 conds (Switch and Merge outside loop frames) become If calls of
+   a then and an else function, so that a graph whose control flow is all raised runs on the plan executor
+   (and a loop body holding a cond, compiled as a function, runs as a plain plan).
 1. fold_constants: everything computable from constants becomes a constant first, so the passes
    after it see Keras' batch-norm `Rsqrt(variance + epsilon) * gamma` as one per-channel Const,
    and `x * 1` where the 1 was computed.
@@ -56,14 +64,18 @@ The pipeline, in order, and why:
 14. remove_dead_nodes: last, dropping what the others bypassed (old weights, folded Muls, merged
    duplicates).
 
-`PlanOptions(constant_folding=False)` leaves out the first; `PlanOptions(optimize=False)` all the
+`PlanOptions(constant_folding=False)` leaves out fold_constants; `PlanOptions(optimize=False)` all the
 others (`pipeline_names`). `tensorgate inspect --optimized model.pb` shows each pass's effect.
 
 Beside the pipeline, fuse_recurrence recognises Keras' LSTM and GRU time loops in While bodies (read
 symbolically by loop_trace, which also reads a loop condition as bounds on its counters); the planner
 applies it when it binds a While (engine.runtime.calls), running the loop as one `_TensorgateLSTM` or
 `_TensorgateGRU` where the loop's inputs allow and as the loop otherwise (also left out by
-`PlanOptions(optimize=False)`).
+`PlanOptions(optimize=False)`). fuse_dynamic_rnn does the same for tf.compat.v1.nn.dynamic_rnn's loops over
+TF1's LSTM and GRU cells, once functionalize_loops has raised them. padded_nms_loop recognises the padded,
+tiled NMS loops of Model Garden and tf.image (proven by canonical's digests of what a body computes) and runs
+each as one `_TensorgatePaddedNms`; independent_iterations recognises loops whose iterations are independent
+(tf.map_fn's) and runs them on the kernel pool at once (always, being exact).
 """
 
 from __future__ import annotations
@@ -77,6 +89,8 @@ from engine.passes import (
     fold_affine,
     fold_batch_norm,
     fold_constants,
+    functionalize_conds,
+    functionalize_loops,
     fuse_activation,
     fuse_attention,
     fuse_dense,
@@ -103,6 +117,8 @@ Pass = Callable[[Graph, PassContext], Graph]
 CONSTANT_FOLDING = "fold_constants"
 
 PIPELINE: tuple[tuple[str, Pass], ...] = (
+    ("functionalize_loops", functionalize_loops.run),
+    ("functionalize_conds", functionalize_conds.run),
     (CONSTANT_FOLDING, fold_constants.run),
     ("simplify_arithmetic", simplify_arithmetic.run),
     ("fold_batch_norm", fold_batch_norm.run),

@@ -29,6 +29,9 @@ class PassContext:
     # Declared shapes of fed tensors, where known: the session checks feeds against them, so passes
     # may rely on their rank (a pruned graph no longer holds the fed placeholders).
     fed_shapes: Mapping[TensorRef, tuple[int | None, ...] | None] = field(default_factory=lambda: MappingProxyType({}))
+    # The signature is compiled for partial runs, whose feeds arrive a few at a time: v1 loops then stay
+    # loops (engine.passes.functionalize_loops), each part of one running as soon as its own feeds are in.
+    partial_run: bool = False
 
     def is_pinned(self, name: str) -> bool:
         """True when `name` is fetched/targeted, or any of its outputs is fed."""

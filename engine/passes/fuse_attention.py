@@ -19,8 +19,9 @@ operand are named by what they are to the product (batch, heads, queries, keys, 
 may come in any layout and the two products in either operand order; `_TensorgateAttention` (kernels/nn/
 attention.py) reads each operand in its own layout, and writes the output in the layout the chain's last
 node has. Only that order of steps fires (a scale after the bias, two biases, a mask applied after Softmax
-alone do not). Every node inside the chain must be read only by the chain, have no control consumer, and be
-neither fetched nor fed; the fused node takes the chain's last name.
+alone do not). A bias that is an Add of two terms read only by fused chains is handed over as its two terms
+(`bias_terms=2`), so that the sum is never written. Every node inside the chain must be read only by the
+chain, have no control consumer, and be neither fetched nor fed; the fused node takes the chain's last name.
 """
 
 from __future__ import annotations
@@ -321,6 +322,37 @@ def _shape_nodes(graph: Graph, match: _Match, taken: set[str]) -> tuple[list[Nod
     return added, replaced
 
 
+def _split_bias_terms(graph: Graph, consumers: Consumers, ctx: PassContext, replaced: dict[str, Node],
+                      removed: set[str]) -> None:
+    """Where the fused nodes' bias is an Add of two terms read by nothing else (T5's position bias plus its
+    padding mask's, one sum for every layer of a stack), hand them the two terms instead (`bias_terms=2`):
+    the sum, [B, N, T, S], is then never written, and each kernel reads the small terms."""
+    fused_by_bias: dict[TensorRef, list[str]] = {}
+    for name, node in replaced.items():
+        if node.op == FUSED_OP and node.attrs.get("has_bias") and node.attrs.get("bias_terms", 1) == 1:
+            fused_by_bias.setdefault(node.inputs[3], []).append(name)
+    for bias, names in fused_by_bias.items():
+        add = producer(graph, bias, ctx, _ADDS)
+        if (add is None or len(add.inputs) != 2 or ctx.is_pinned(add.name) or consumers.control.get(add.name)
+                or not consumers.readers(graph, add) <= removed):
+            continue
+        # Every reader of the sum is inside a fused chain: after the rewrite only the fused nodes read it.
+        if any(bias in replaced[n].inputs[:3] + replaced[n].inputs[4:] for n in names):
+            continue
+        if any(name not in names and bias in node.inputs for name, node in replaced.items()):
+            continue
+        layout_rank = len(replaced[names[0]].attrs["bias_layout"])
+        ranks = [rank(graph, term, ctx) for term in add.inputs]
+        if any(r is None or r > layout_rank for r in ranks):
+            continue
+        for name in names:
+            node = replaced[name]
+            inputs = (*node.inputs[:3], *add.inputs, *node.inputs[4:])
+            replaced[name] = Node(node.name, node.op, inputs, merged_controls([node, add]), node.device,
+                                  {**node.attrs, "bias_terms": 2})
+        removed.add(add.name)
+
+
 def run(graph: Graph, ctx: PassContext) -> Graph:
     if not kernels.has_op(FUSED_OP, ctx.device):
         return graph
@@ -350,4 +382,5 @@ def run(graph: Graph, ctx: PassContext) -> Graph:
         replaced.update(shape_replaced)
     if not replaced:
         return graph
+    _split_bias_terms(graph, consumers, ctx, replaced, removed)
     return rebuild(graph, replaced, removed, added)

@@ -18,11 +18,15 @@ one restoring Tensordot's own shape is dropped. Then a gated feed-forward layer,
 
 (SwiGLU in Llama and Mistral, GeGLU in Gemma, ReGLU in T5), makes one matmul of both and one pass for the
 gate and the product. Last, projections of the same x (an attention's queries, keys and values) become one
-`_TensorgateSplitProjection`, one matmul whose outputs are views of its product: only where every reader of
-them takes a view as it takes any array (Reshape, Transpose, Shape, the rotary and attention ops), and none
-is fetched. The Mul's operands may come in either order. Every node inside a chain must be read
-only by the chain, have no control consumer, and be neither fetched nor fed; the fused node takes the
-chain's last name.
+`_TensorgateSplitProjection`, one matmul whose outputs are views of its product: bias-free projections
+together, and dense layers with a bias and no activation (`_TensorgateDense`, BERT's and ViT's queries, keys
+and values) together with their biases; only where every reader of them takes a view as it takes any array
+(Reshape, Transpose, Shape, the rotary and attention ops), and none is fetched. Last, a bias added to a
+projection (BiasAdd, or Add of a constant; EinsumDense's attention output) becomes its bias, and a residual
+connection's Add of a projection (or of a dense layer with a bias and no activation) its addend
+(`has_bias`, `has_addend`), each only where it alone reads the product: the sums are made tile by tile.
+The Mul's operands may come in either order. Every node inside a chain must be read only by the chain,
+have no control consumer, and be neither fetched nor fed; the fused node takes the chain's last name.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ __all__ = ["GATED_OP", "PROJECTION_OP", "SPLIT_OP", "run"]
 PROJECTION_OP = "_TensorgateProjection"
 GATED_OP = "_TensorgateGatedProjection"
 SPLIT_OP = "_TensorgateSplitProjection"
+DENSE_OP = "_TensorgateDense"  # fuse_dense's and fold_tensordot's dense layer with a bias
 # Readers that may take a split projection's output, a strided view of its product, as they take any array.
 _VIEW_READERS = frozenset({"Reshape", "Transpose", "Shape", "_TensorgateRotary", "_TensorgateAttention"})
 _SWISH = "_TensorgateSwish"
@@ -214,41 +219,64 @@ def _gates(graph: Graph, ctx: PassContext) -> Graph:
     return rebuild(graph, replaced, removed, added)
 
 
-def _mergeable(graph: Graph, node: Node, consumers: Consumers, ctx: PassContext) -> np.ndarray | None:
-    """The weights of the projection `node` when it may join a split projection, else None."""
-    if node.op != PROJECTION_OP or node.attrs.get("axes", 1) != 1 or ctx.is_pinned(node.name) or consumers.control.get(node.name):
+def _mergeable(graph: Graph, node: Node, consumers: Consumers,
+               ctx: PassContext) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(weights, bias or None) of the projection `node` when it may join a split projection, else None: a
+    bias-free projection, or a dense layer with a bias and no activation (`_TensorgateDense`)."""
+    if ctx.is_pinned(node.name) or consumers.control.get(node.name):
+        return None
+    bias = None
+    if node.op == DENSE_OP:
+        if list(node.attrs.get("fused_ops", ())) != ["BiasAdd"] or len(node.inputs) != 3:
+            return None
+        bias = constant_value(graph, node.inputs[2], ctx.fed)
+        if bias is None or bias.dtype.kind != "f":
+            return None
+    elif node.op != PROJECTION_OP or node.attrs.get("axes", 1) != 1:
         return None
     w = constant_value(graph, node.inputs[1], ctx.fed)
     readers = consumers.readers(graph, node)
     if w is None or w.ndim < 2 or not readers or any(graph.node(r).op not in _VIEW_READERS for r in readers):
         return None
-    return w
+    if bias is not None and (bias.shape != w.shape[1:] or bias.dtype != w.dtype):
+        return None
+    return w, bias
 
 
 def _merged(graph: Graph, ctx: PassContext) -> Graph:
     if not kernels.has_op(SPLIT_OP, ctx.device):
         return graph
     consumers = Consumers(graph)
-    groups: dict[tuple, list[tuple[Node, np.ndarray]]] = {}
+    groups: dict[tuple, list[tuple[Node, np.ndarray, np.ndarray | None]]] = {}
     for node in graph.nodes:
-        w = _mergeable(graph, node, consumers, ctx)
-        if w is not None:
-            groups.setdefault((node.inputs[0], w.dtype.str, w.shape[0]), []).append((node, w))
+        found = _mergeable(graph, node, consumers, ctx)
+        if found is not None:
+            w, bias = found
+            groups.setdefault((node.inputs[0], w.dtype.str, w.shape[0], bias is not None), []).append((node, w, bias))
     rewired: dict[TensorRef, TensorRef] = {}
     added: list[Node] = []
     removed: set[str] = set()
     taken: set[str] = set()
-    for (x, _, depth), members in groups.items():
+    for (x, _, depth, biased), members in groups.items():
         if len(members) < 2:
             continue
-        nodes, weights = [m for m, _ in members], [w for _, w in members]
+        nodes, weights = [m for m, _, _ in members], [w for _, w, _ in members]
         const = const_node(fresh_name(graph, taken, f"{nodes[0].name}/split_weights"),
                            np.ascontiguousarray(np.concatenate([w.reshape(depth, -1) for w in weights], axis=1)),
                            const_controls(graph, [n.inputs[1] for n in nodes]))
+        inputs = [x, _out(const)]
+        added.append(const)
+        if biased:
+            bias = const_node(fresh_name(graph, taken, f"{nodes[0].name}/split_bias"),
+                              np.concatenate([b.reshape(-1) for _, _, b in members]),
+                              const_controls(graph, [n.inputs[2] for n in nodes]))
+            inputs.append(_out(bias))
+            added.append(bias)
         name = fresh_name(graph, taken, f"{nodes[0].name}/split")
         attrs = {"T": weights[0].dtype, "sizes": tuple(int(np.prod(w.shape[1:])) for w in weights),
-                 "units": tuple(int(d) for w in weights for d in w.shape[1:]), "ranks": tuple(w.ndim - 1 for w in weights)}
-        added += [const, Node(name, SPLIT_OP, (x, _out(const)), merged_controls(nodes), nodes[0].device, attrs)]
+                 "units": tuple(int(d) for w in weights for d in w.shape[1:]),
+                 "ranks": tuple(w.ndim - 1 for w in weights), "has_bias": biased}
+        added.append(Node(name, SPLIT_OP, tuple(inputs), merged_controls(nodes), nodes[0].device, attrs))
         removed.update(n.name for n in nodes)
         rewired.update({_out(n): TensorRef(name, i) for i, n in enumerate(nodes)})
     if not rewired:
@@ -262,7 +290,79 @@ def _merged(graph: Graph, ctx: PassContext) -> Graph:
     return rebuild(graph, replaced, removed, added)
 
 
+def _units_bias(graph: Graph, node: Node, ref: TensorRef, units: tuple[int, ...],
+                ctx: PassContext) -> np.ndarray | None:
+    """The constant `ref` as a bias over a projection's `units` when the Add or BiasAdd `node` adds it as one
+    (it broadcasts to units without growing them), else None."""
+    b = constant_value(graph, ref, ctx.fed)
+    if b is None or b.dtype.kind != "f" or b.ndim > len(units) or b.size == 0:
+        return None
+    if node.op == "BiasAdd" and (b.ndim != 1 or node.attrs.get("data_format", "NHWC") not in ("NHWC", b"NHWC")):
+        return None
+    try:
+        if np.broadcast_shapes(b.shape, units) != units:
+            return None
+    except ValueError:
+        return None
+    return np.ascontiguousarray(np.broadcast_to(b, units))
+
+
+def _residuals(graph: Graph, ctx: PassContext) -> Graph:
+    """A bias and a residual connection's Add after a projection, each the sole reader of what it adds to, into
+    the projection (`has_bias`, `has_addend`): Add(projection, r) either way round, BiasAdd or Add of a
+    constant bias first, and the dense layers with a bias and no activation (`_TensorgateDense`) as
+    projections with a bias. The sums are made tile by tile while the product is in cache."""
+    consumers = Consumers(graph)
+    replaced: dict[str, Node] = {}
+    removed: set[str] = set()
+    added: list[Node] = []
+    taken: set[str] = set()
+
+    def current(ref: TensorRef) -> Node | None:
+        node = replaced.get(ref.node) if ref.index == 0 else None
+        return node if node is not None else producer(graph, ref, ctx, (PROJECTION_OP, DENSE_OP))
+
+    for node in graph.nodes:
+        if node.op not in ("Add", "AddV2", "BiasAdd") or len(node.inputs) != 2 or node.inputs[0] == node.inputs[1]:
+            continue
+        orders = (node.inputs,) if node.op == "BiasAdd" else (node.inputs, node.inputs[::-1])
+        for p_ref, other in orders:
+            source = current(p_ref)
+            if (source is None or source.attrs.get("has_addend") or source.name in removed
+                    or source.attrs.get("T") != node.attrs.get("T")
+                    or not _private(graph.node(source.name), consumers, graph, ctx, {node.name})):
+                continue
+            if source.op == DENSE_OP:
+                if list(source.attrs.get("fused_ops", ())) != ["BiasAdd"] or len(source.inputs) != 3:
+                    continue
+                inputs, attrs = source.inputs, {"T": source.attrs.get("T"), "has_bias": True}
+            else:
+                inputs, attrs = source.inputs, dict(source.attrs)
+            w = constant_value(graph, inputs[1], ctx.fed)
+            if w is None:
+                continue
+            units = tuple(int(d) for d in w.shape[int(attrs.get("axes", 1)):])
+            bias = None if attrs.get("has_bias") else _units_bias(graph, node, other, units, ctx)
+            if bias is not None:
+                const = const_node(fresh_name(graph, taken, f"{node.name}/projection_bias"), bias,
+                                   const_controls(graph, [other]))
+                added.append(const)
+                inputs, attrs = (*inputs, _out(const)), {**attrs, "has_bias": True}
+            elif node.op == "BiasAdd":
+                continue
+            else:
+                inputs, attrs = (*inputs, other), {**attrs, "has_addend": True}
+            replaced[node.name] = Node(node.name, PROJECTION_OP, inputs, merged_controls([source, node]), node.device,
+                                       attrs)
+            replaced.pop(source.name, None)
+            removed.add(source.name)
+            break
+    if not replaced:
+        return graph
+    return rebuild(graph, replaced, removed, added)
+
+
 def run(graph: Graph, ctx: PassContext) -> Graph:
     if not kernels.has_op(PROJECTION_OP, ctx.device):
         return graph
-    return _merged(_gates(_projections(graph, ctx), ctx), ctx)
+    return _residuals(_merged(_gates(_projections(graph, ctx), ctx), ctx), ctx)

@@ -96,7 +96,14 @@ def rank(graph: Graph, ref: TensorRef, ctx: PassContext, _depth: int = 0) -> int
         return None if a is None or b is None else max(a, b)
     if op in ("MatMul", "_FusedMatMul"):
         return 2
-    if op in ("_TensorgateDense", "_TensorgateProjection"):
+    if op == "_TensorgateProjection":  # x's last `axes` axes contracted with w's first; a bias; an addend last
+        x, w, axes = of(0), of(1), int(node.attrs.get("axes", 1))
+        out = None if x is None or w is None else x + w - 2 * axes
+        if out is None or not node.attrs.get("has_addend"):
+            return out
+        addend = of(len(ins) - 1)
+        return None if addend is None else max(out, addend)
+    if op == "_TensorgateDense":
         x, w = of(0), of(1)
         return None if x is None or w is None else x + w - 2
     if op == "_TensorgateGatedProjection":

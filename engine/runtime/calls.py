@@ -12,7 +12,10 @@ returns is checked against the declared types on the first iterations only (kern
 follow their input dtypes, numpy having no value-based casting, so once the loop vars have the declared
 types they keep them). A While whose body is a Keras LSTM or GRU step (engine.passes.fuse_recurrence)
 runs, on CPU, as one recurrent kernel whenever its inputs are what that kernel takes, and as the loop
-otherwise.
+otherwise; so does a tf.compat.v1.nn.dynamic_rnn loop (engine.passes.fuse_dynamic_rnn), and a padded,
+tiled NMS loop (engine.passes.padded_nms_loop: Model Garden's and tf.image's). A While whose iterations are
+independent (tf.map_fn's: engine.passes.independent_iterations) runs them on the kernel pool at once when
+one iteration is long enough to be worth a hand-off, as TensorFlow runs `parallel_iterations` of them.
 
     >>> call = bind_call(node, graph.library, compile_function, max_iterations=100_000)
     >>> outputs = call(*inputs)
@@ -30,8 +33,11 @@ from engine import devices
 from engine.errors import ExecutionError, GraphError, LoopLimitError
 from engine.graph import Node, dtypes
 from engine.graph.functions import FUNCTION_ATTRS, Function, call_types_attr, called_function, check_call_signature
+from engine.passes.dynamic_rnn_loop import DynamicRnnLoop
 from engine.passes.fuse_recurrence import Recurrence, recognise
+from engine.passes.independent_iterations import ParallelIterations
 from engine.passes.loop_trace import Bound, loop_bounds
+from engine.passes.padded_nms_loop import PaddedNmsLoop
 from kernels.control_flow.functional import IF_OPS, WHILE_OPS
 
 __all__ = ["BodyRun", "bind_call", "body_runner", "to_bool"]
@@ -133,10 +139,24 @@ def bind_call(
         if bind_kernel is not None and devices.device_kind(device) == "cpu":
             recurrence = recognise(functions["cond"], body_f, node.attrs["T"])
         fused = None if recurrence is None else _FusedRecurrence(node, recurrence, bind_kernel, max_iterations)
+        if fused is None and bind_kernel is not None and devices.device_kind(device) == "cpu":
+            fused = DynamicRnnLoop.recognise(node, functions["cond"], body_f, bind_kernel, max_iterations)
+        if fused is None and bind_kernel is not None and devices.device_kind(device) == "cpu":
+            fused = PaddedNmsLoop.recognise(node, functions["cond"], body_f, library, bind_kernel, max_iterations)
+        parallel = None
+        if fused is None and devices.device_kind(device) == "cpu":
+            parallel = ParallelIterations.recognise(functions["cond"], body_f, library, max_iterations)
+
+        def check_returns(values: list[Any]) -> None:
+            returns(body_f, values)
 
         def call_while(*loop_vars: Any) -> tuple:
             if fused is not None:
                 result = fused(loop_vars)
+                if result is not None:
+                    return result
+            if parallel is not None:
+                result = parallel(loop_vars, run_body, check_returns)
                 if result is not None:
                     return result
             values = loop_vars

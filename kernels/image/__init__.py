@@ -18,6 +18,8 @@ A decoded image's size is checked against `limits` before any pixel is allocated
     nms_compiled         the compiled NMS loops: NonMaxSuppression V1-V5 (float32), CombinedNonMaxSuppression
     stl_order            the orders libstdc++'s priority_queue and std::sort leave equal scores in
     combined_nms         CombinedNonMaxSuppression (batched, per class, top detections over all classes)
+    padded_nms           _TensorgatePaddedNms: the padded, tiled NMS While loop (Model Garden's, tf.image's) as one op
+    padded_nms_compiled  the compiled tile of the padded NMS op: cross- and self-suppression over non-zero boxes
     draw_boxes           DrawBoundingBoxes, DrawBoundingBoxesV2
     transform            ImageProjectiveTransformV2/V3
     colorspace           RGBToHSV, HSVToRGB, AdjustContrastv2, AdjustSaturation, AdjustHue

@@ -17,7 +17,9 @@ Data flows from the geometry to the bodies to the fused forms:
     transformer_rows   compiled row loops of decoder blocks: RMSNorm, masked softmax, rotate-half, gates
     attention          _TensorgateAttention: scaled dot-product attention (masks, GQA) in any layout
     rotary             _TensorgateRotary: rotary position embeddings, rotate-half form
-    projection         _TensorgateProjection, _TensorgateGatedProjection: bias-free and gated dense layers
+    projection         _TensorgateProjection, _TensorgateSplitProjection, _TensorgateGatedProjection: dense
+                       layers with a bias or an addend, side by side, and gated
+    work_sharing       run_shared: parts of a kernel's work drawn by as many runners as the pool has threads
     fused              _FusedConv2D, _FusedDepthwiseConv2dNative, _FusedMatMul, _TensorgateDense: a body
                        with its epilogue
     inverted_residual  _TensorgateInvertedResidual: MobileNetV2's block in bands of output rows

@@ -14,13 +14,16 @@ depth, N heads. Grouped-query attention has fewer key/value heads than query hea
 by G consecutive query heads (head n reads key head n // G, as Keras' `ops.repeat` of the keys gives); the
 queries' heads are then N (split here into K x G) or K and G as separate axes (Gemma's "BTKGH"). `bias`
 and `mask` broadcast, as numpy does, against the scores in `bias_layout`/`mask_layout` (the scores' axes
-where the graph applied them).
+where the graph applied them). With `bias_terms=2` the bias comes as two inputs that the graph added to each
+other before the scores (T5's position bias [1, N, T, S] and its padding mask's [B, 1, 1, S]), each
+broadcasting on its own, so that their sum [B, N, T, S] is never written.
 
-On CPU the float32 kernel computes batch items in chunks whose scores stay in cache: per chunk, one
-product of queries and keys (BLAS, reading every operand in place through strided views), one compiled
-pass per score row for the scale, bias, mask and softmax (kernels/nn/transformer_rows.py), and one product
-with the values written straight into the output's layout; chunks run on the engine's thread pool. The
-numpy code over whole tensors is its twin.
+On CPU the float32 kernel computes the scores in blocks that stay in cache (a few batch items, up to 64
+queries), shared out to the engine's pool threads (kernels/nn/work_sharing.py): per block, one product of
+queries and keys (BLAS, reading the queries in place through strided views, the block's keys copied into
+[H, S] rows), one compiled pass per score row for the scale, bias, mask and softmax (kernels/nn/
+transformer_rows.py), and one product with the values written straight into the output's layout. The numpy
+code over whole tensors is its twin.
 """
 
 from __future__ import annotations
@@ -32,13 +35,22 @@ import numpy
 
 from kernels.jit import use_compiled
 from kernels.nn import transformer_rows
-from kernels.pool import chunks, run_chunks
+from kernels.nn.work_sharing import run_shared
+from kernels.pool import chunks
 from kernels.registry import kernel
 
 __all__ = ["attention"]
 
-# Score elements per chunk of batch items: 256 KiB of float32 scores, in L2 while they are worked on.
-_CHUNK_SCORES = 1 << 16
+# Score elements per block: _QUERY_BLOCK queries of as many batch items as make _BLOCK_SCORES, whose product,
+# softmax and product with the values run in turn while its scores (256 KiB) are in L2. The blocks of a
+# batch's items are shared out to the engine's pool threads (kernels/nn/work_sharing.py). BLAS runs
+# products of up to 64 rows faster too (a seventh at [64, 128] x [128, 64], measured against one product
+# of all 128 queries).
+_BLOCK_SCORES = 1 << 16
+_QUERY_BLOCK = 64
+# A block's keys are copied into [H, S] rows for at least this many queries: below, the copy costs about
+# what it saves. (Copies of the queries and values to unit strides measured no faster.)
+_COPY_KEYS_FROM = 16
 
 _Q, _K, _V, _SCORES, _OUT = "BKGTH", "BKSH", "BKSE", "BKGTS", "BKGTE"
 
@@ -104,10 +116,13 @@ def _scores_operand(xp: Any, x: Any, layout: str, sizes: dict[str, int], batch: 
     return xp.ascontiguousarray(c.reshape(c.shape[0], c.shape[1] * c.shape[2], t, s))
 
 
-def _softmax_twin(xp: Any, s: Any, scale: float, bias: Any, mask: Any, keep: bool, fill: float, zero_masked: bool) -> Any:
+def _softmax_twin(xp: Any, s: Any, scale: float, biases: tuple[Any, ...], mask: Any, keep: bool, fill: float,
+                  zero_masked: bool) -> Any:
     s = s * s.dtype.type(scale)
-    if bias is not None:
-        s += bias
+    if len(biases) == 2:
+        s += biases[0] + biases[1]  # the terms first, as the graph's Add of them
+    elif biases:
+        s += biases[0]
     if mask is not None:
         s = xp.where(mask == keep, s, s.dtype.type(fill))
     with numpy.errstate(invalid="ignore"):  # a row of -inf only: NaN, as TensorFlow's Softmax gives
@@ -138,6 +153,7 @@ def attention(
     scale: float = 1.0,
     has_bias: bool = False,
     bias_layout: str = "",
+    bias_terms: int = 1,
     has_mask: bool = False,
     mask_layout: str = "",
     keep: bool = True,
@@ -146,10 +162,14 @@ def attention(
     compiled: bool = False,
 ):
     """softmax(where(mask == keep, q.k * scale + bias, fill)) . v in `out_layout` (see the module docstring);
-    `extra` holds the bias (if has_bias) then the mask (if has_mask)."""
-    if len(extra) != int(has_bias) + int(has_mask):
-        raise ValueError(f"_TensorgateAttention: {len(extra)} inputs after q, k, v; has_bias={has_bias}, has_mask={has_mask}")
-    bias = extra[0] if has_bias else None
+    `extra` holds the bias's `bias_terms` terms (if has_bias) then the mask (if has_mask)."""
+    if bias_terms not in (1, 2):
+        raise ValueError(f"_TensorgateAttention: bias_terms is {bias_terms}; a bias has one or two terms")
+    terms = bias_terms if has_bias else 0
+    if len(extra) != terms + int(has_mask):
+        raise ValueError(f"_TensorgateAttention: {len(extra)} inputs after q, k, v; has_bias={has_bias} "
+                         f"(bias_terms={bias_terms}), has_mask={has_mask}")
+    biases = extra[:terms]
     mask = extra[-1] if has_mask else None
     _check_layout("q", q_layout, q.ndim, "TH", "BNKGTH")
     _check_layout("k", k_layout, k.ndim, "SH", "BNKSH")
@@ -166,34 +186,42 @@ def attention(
                          f"in layouts {q_layout}, {k_layout}, {v_layout}")
     batch = max(qc.shape[0], kc.shape[0], vc.shape[0])
     _check_layout("out", out_layout, len(out_layout), "TE", "BNKGTE")
-    bias_c = None if bias is None else _scores_operand(xp, bias, bias_layout, sizes, batch)
+    biases_c = tuple(_scores_operand(xp, b, bias_layout, sizes, batch) for b in biases)
     mask_c = None if mask is None else _scores_operand(xp, mask, mask_layout, sizes, batch)
     out_shape = {"B": batch, "N": heads_k * groups, "K": heads_k, "G": groups, "T": sizes["T"], "E": vc.shape[-1]}
     dtype = numpy.result_type(q.dtype, k.dtype, v.dtype)
     heads = heads_k * groups
-    if (use_compiled(xp, compiled, q.dtype, k.dtype, v.dtype, *([bias.dtype] if bias is not None else []))
+    if (use_compiled(xp, compiled, q.dtype, k.dtype, v.dtype, *(b.dtype for b in biases))
             and (mask is None or mask.dtype == numpy.bool_) and qc.shape[0] == kc.shape[0] == vc.shape[0] == batch
             and qc.size and kc.size):
         out = numpy.empty(tuple(out_shape[c] for c in out_layout), numpy.float32)
         oc = _canonical(out, out_layout, _OUT, sizes)
+        queries, keys = sizes["T"], sizes["S"]
         direct = _blas_target(oc)
-        per_item = heads * sizes["T"] * sizes["S"]
+        rows = -(-queries // -(-queries // _QUERY_BLOCK))  # blocks of at most _QUERY_BLOCK queries, evened out
 
         def work(part: Any) -> None:
             b0, b1 = part.b0, part.b1
-            s = numpy.matmul(qc[b0:b1], kc[b0:b1].swapaxes(-1, -2))
-            s4 = s.reshape(b1 - b0, heads, sizes["T"], sizes["S"])
-            transformer_rows.masked_softmax_into(s4, scale, bias_c, mask_c, keep, fill, zero_masked, b0)
-            if direct:
-                numpy.matmul(s, vc[b0:b1], out=oc[b0:b1])
-            else:
-                oc[b0:b1] = numpy.matmul(s, vc[b0:b1])
+            kt = kc[b0:b1].swapaxes(-1, -2)
+            if queries >= _COPY_KEYS_FROM:
+                # BLAS multiplies the queries by a row-major [H, S] faster than by the transpose of the keys'
+                # [S, H] (by a sixth at 128 queries and keys), and the copy is a T-th of the product's work.
+                kt = numpy.ascontiguousarray(kt)
+            for t0 in range(0, queries, rows):
+                t1 = min(t0 + rows, queries)
+                s = numpy.matmul(qc[b0:b1, :, :, t0:t1], kt)
+                transformer_rows.masked_softmax_into(s.reshape(b1 - b0, heads, t1 - t0, keys), scale, biases_c, mask_c,
+                                                     keep, fill, zero_masked, b0, t0)
+                if direct:
+                    numpy.matmul(s, vc[b0:b1], out=oc[b0:b1, :, :, t0:t1])
+                else:
+                    oc[b0:b1, :, :, t0:t1] = numpy.matmul(s, vc[b0:b1])
 
-        run_chunks(numpy, work, chunks(batch, 1, max(per_item, 1), _CHUNK_SCORES))
+        run_shared(work, chunks(batch, 1, max(heads * rows * keys, 1), _BLOCK_SCORES))
         return (out,)
     s = xp.matmul(qc, kc.swapaxes(-1, -2))
     s = s.reshape(s.shape[0], heads, sizes["T"], sizes["S"])
-    p = _softmax_twin(xp, s, scale, bias_c, mask_c, keep, fill, zero_masked)
+    p = _softmax_twin(xp, s, scale, biases_c, mask_c, keep, fill, zero_masked)
     o = xp.matmul(p.reshape(p.shape[0], heads_k, groups, sizes["T"], sizes["S"]), vc).astype(dtype, copy=False)
     # o is [B, K, G, T, E]: into the output's layout.
     o_layout = _OUT if "N" not in out_layout else "BNTE"

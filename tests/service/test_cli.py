@@ -127,7 +127,7 @@ def test_inspect_optimized_json_and_chosen_outputs(tmp_path, capsys):
     path = conv_bn_graph_file(tmp_path)
     assert main(["inspect", "--optimized", "--json", str(path)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["passes"][0]["pass"] == "fold_constants"
+    assert report["passes"][0]["pass"] == "functionalize_loops"
     assert report["passes"][-1]["pass"] == "remove_dead_nodes"
     first, last = report["passes"][0], report["passes"][-1]
     assert report["signature_nodes"] == first["nodes_before"] == 11

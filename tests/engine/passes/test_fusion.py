@@ -185,9 +185,11 @@ def test_transformer_block_fuses_layer_norms_gelu_and_dense_layers():
     ops = ops_of(engine.Session(graph), list(feeds), fetches)
     counts = {op: ops.count(op) for op in set(ops)}
     assert counts.get("_TensorgateLayerNorm") == 2
-    # query, key, value, attention output, and the feed-forward layers (GELU fused into the first), whose
-    # Tensordot scaffolding fold_tensordot folds away
-    assert counts.get("_TensorgateDense") == 6
+    # the feed-forward layer with GELU fused, whose Tensordot scaffolding fold_tensordot folds away; query, key
+    # and value, with their biases, one split projection; the attention output and the second feed-forward
+    # layer, each with its bias and the residual Add after it, projections (fuse_projection)
+    assert counts.get("_TensorgateDense") == 1 and counts.get("_TensorgateSplitProjection") == 1
+    assert counts.get("_TensorgateProjection") == 2 and "AddV2" not in counts
     assert "_FusedMatMul" not in counts and "Shape" not in counts and "Prod" not in counts
     for unfused in ("Mean", "Rsqrt", "SquaredDifference", "Erfc", "BiasAdd", "BatchMatMulV2", "_TensorgateGelu"):
         assert unfused not in counts

@@ -9,7 +9,7 @@ import pytest
 
 import engine
 from tests.engine.graphs import GraphBuilder
-from tests.engine.passes.checks import F32, I32, compare, ops_of, rng
+from tests.engine.passes.checks import F32, I32, compare, fixture_signature, ops_of, rng
 
 B, T, N, H = 2, 5, 4, 8
 D = N * H
@@ -337,6 +337,59 @@ def test_attention_stays_when_it_is_not_exactly_one(variant):
     compare(graph, feeds, fetches)
 
 
+def t5_attention_stack(*, bias_read_elsewhere=False) -> engine.Graph:
+    """T5's two self-attention layers sharing one bias: the position bias [1, N, T, S] plus the padding mask's
+    (1 - mask) * -1e9 [B, 1, 1, S], added once and read by both layers' AddV2 to the scores."""
+    g = GraphBuilder()
+    for name in "qkv":
+        g.placeholder(name, np.float32, (None, None, N, H))
+    g.placeholder("position", np.float32, (1, N, None, None))
+    g.placeholder("padding", np.float32, (None, 1, 1, None))
+    g.const("one", np.float32(1))
+    g.const("minus_big", np.float32(-1e9))
+    g.node("kept", "Sub", ["one", "padding"], T=F32)
+    g.node("mask_bias", "Mul", ["kept", "minus_big"], T=F32)
+    g.node("bias", "AddV2", ["position", "mask_bias"], T=F32)
+    layer_in = "q"
+    for layer in range(2):
+        g.node(f"scores{layer}", "Einsum", [layer_in, "k"], T=F32, N=2, equation="btnh,bsnh->bnts")
+        g.node(f"biased{layer}", "AddV2", [f"scores{layer}", "bias"], T=F32)
+        g.node(f"probs{layer}", "Softmax", [f"biased{layer}"], T=F32)
+        layer_in = g.node(f"y{layer}" if layer == 0 else "y", "Einsum", [f"probs{layer}", "v"], T=F32, N=2,
+                          equation="bnts,bsnh->btnh")
+    if bias_read_elsewhere:
+        g.node("bias_sum", "Sum", ["bias", g.const("all_axes", np.array([0, 1, 2, 3], np.int32))], T=F32, Tidx=I32)
+    return _graph(g)
+
+
+@pytest.mark.parametrize("bias_read_elsewhere", [False, True], ids=["shared_by_layers", "also_fetched_elsewhere"])
+def test_a_bias_of_two_terms_reaches_the_kernels_unsummed(bias_read_elsewhere):
+    graph = t5_attention_stack(bias_read_elsewhere=bias_read_elsewhere)
+    padding = (rng.random((B, 1, 1, S)) > 0.3).astype(np.float32)
+    feeds = {"q:0": Q, "k:0": K, "v:0": V, "position:0": BIAS, "padding:0": padding}
+    fetches = ["y:0", "bias_sum:0"] if bias_read_elsewhere else ["y:0"]
+    plan = engine.Session(graph).plan_for(list(feeds), fetches)
+    fused = [ins for ins in plan.instructions if ins.op == "_TensorgateAttention"]
+    assert len(fused) == 2
+    assert ("AddV2" in [ins.op for ins in plan.instructions]) == bias_read_elsewhere
+    compare(graph, feeds, fetches)
+
+
+def test_t5_stack_written_by_tensorflow_fuses_its_shared_bias_and_residuals():
+    """The golden case (TensorFlow's outputs are test_golden's): both layers' attention read the position and
+    mask terms unsummed, each residual Add is its projection's addend, and nothing is left between."""
+    graph, feeds, fetches = fixture_signature("models/transformer_patterns/t5_stack")
+    plan = engine.Session(graph).plan_for(list(feeds), fetches)
+    attention = [ins for ins in plan.instructions if ins.op == "_TensorgateAttention"]
+    ops = [ins.op for ins in plan.instructions]
+    assert len(attention) == 2 and all(len(ins.inputs) == 5 for ins in attention)  # q, k, v and the two terms
+    assert ops.count("_TensorgateProjection") == 4 and "Softmax" not in ops
+    assert ops.count("AddV2") == 1  # the buckets' integer offset; no float sum is left
+    got = engine.Session(graph).run(fetches, feeds)
+    with np.load("tests/fixtures/models/transformer_patterns/t5_stack/data.npz") as data:
+        np.testing.assert_allclose(got[0], data["fetch_0"], rtol=1e-4, atol=1e-4)
+
+
 # -- projections ---------------------------------------------------------------------------------------------
 
 F = 12
@@ -454,6 +507,77 @@ def test_projections_of_one_input_share_one_matmul():
     fetches = ["q:0", "k:0", "v:0", "other:0"]
     ops = ops_of(engine.Session(graph), ["x:0"], fetches)
     assert ops.count("_TensorgateSplitProjection") == 1 and ops.count("_TensorgateProjection") == 1
+    compare(graph, {"x:0": SEQ}, fetches)
+
+
+@pytest.mark.parametrize("addend", ["residual_first", "residual_last", "broadcast_vector", "read_elsewhere"])
+def test_residual_add_of_a_projection_becomes_its_addend(addend):
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None, T, D))
+    g.placeholder("h", np.float32, (None, T, D))
+    g.const("w", (rng.standard_normal((D, D)) * 0.3).astype(np.float32))
+    g.placeholder("vector", np.float32, (D,))  # fed: a constant one would be fuse_dense's bias
+    _product(g, "einsum", "proj", "x", "w")
+    other = "vector" if addend == "broadcast_vector" else "h"
+    g.node("y", "AddV2", [other, "proj"] if addend == "residual_first" else ["proj", other], T=F32)
+    fetches = ["y:0", "proj:0"] if addend == "read_elsewhere" else ["y:0"]
+    graph = _graph(g)
+    feeds = {"x:0": SEQ, "h:0": (SEQ * 0.5 - 1).astype(np.float32),
+             "vector:0": rng.standard_normal(D).astype(np.float32)}
+    ops = ops_of(engine.Session(graph), list(feeds), fetches)
+    assert ops == (["_TensorgateProjection", "AddV2"] if addend == "read_elsewhere" else ["_TensorgateProjection"])
+    compare(graph, feeds, fetches)
+
+
+@pytest.mark.parametrize("layer", ["einsum_over_heads_bias_add", "dense_with_bias"])
+def test_bias_and_residual_after_a_projection_join_it(layer):
+    """BERT's attention output (EinsumDense over the heads, BiasAdd) and its feed-forward output (a dense layer
+    with a bias), each followed by the residual Add: one projection with a bias and an addend."""
+    g = GraphBuilder()
+    g.placeholder("h", np.float32, (None, T, D))
+    g.const("b", rng.standard_normal(D).astype(np.float32))
+    if layer == "einsum_over_heads_bias_add":
+        g.placeholder("x", np.float32, (None, T, N, H))
+        g.const("w", (rng.standard_normal((N, H, D)) * 0.3).astype(np.float32))
+        g.node("proj", "Einsum", ["x", "w"], T=F32, N=2, equation="abcd,cde->abe")
+        g.node("biased", "BiasAdd", ["proj", "b"], T=F32)
+        x = SEQ.reshape(B, T, N, H)
+    else:
+        g.placeholder("x", np.float32, (None, T, D))
+        g.const("w", (rng.standard_normal((D, D)) * 0.3).astype(np.float32))
+        _product(g, "batch_matmul", "proj", "x", "w")  # with the bias: fuse_dense's _TensorgateDense
+        g.node("biased", "AddV2", ["proj", "b"], T=F32)
+        x = SEQ
+    g.node("y", "AddV2", ["h", "biased"], T=F32)
+    graph = _graph(g)
+    feeds = {"x:0": x, "h:0": (SEQ * 0.5 - 1).astype(np.float32)}
+    plan = engine.Session(graph).plan_for(list(feeds), ["y:0"])
+    assert [ins.op for ins in plan.instructions] == ["_TensorgateProjection"]
+    assert len(plan.instructions[0].inputs) == 4  # x, weights, bias, addend
+    compare(graph, feeds, ["y:0"])
+
+
+def test_dense_layers_with_biases_of_one_input_share_one_matmul():
+    """BERT's and ViT's queries, keys and values: EinsumDense into heads plus a bias each, read by one attention.
+    They become one split projection with the biases side by side; a dense layer with an activation, or
+    without a bias, does not join them."""
+    g = GraphBuilder()
+    g.placeholder("x", np.float32, (None, T, D))
+    for name in ("q", "k", "v", "act"):
+        g.const(f"w_{name}", (rng.standard_normal((D, N, H)) * 0.3).astype(np.float32))
+        g.const(f"b_{name}", rng.standard_normal((N, H)).astype(np.float32))
+        g.node(f"{name}_proj", "Einsum", ["x", f"w_{name}"], T=F32, N=2, equation="abc,cde->abde")
+        g.node(f"{name}_biased", "AddV2", [f"{name}_proj", f"b_{name}"], T=F32)
+    g.node("act", "Relu", ["act_biased"], T=F32)
+    g.node("scores", "Einsum", ["q_biased", "k_biased"], T=F32, N=2, equation="btnh,bsnh->bnts")
+    g.node("probs", "Softmax", ["scores"], T=F32)
+    g.node("y", "Einsum", ["probs", "v_biased"], T=F32, N=2, equation="bnts,bsnh->btnh")
+    graph = _graph(g)
+    fetches = ["y:0", "act:0"]
+    plan = engine.Session(graph).plan_for(["x:0"], fetches)
+    ops = [ins.op for ins in plan.instructions]
+    assert ops.count("_TensorgateSplitProjection") == 1 and ops.count("_TensorgateAttention") == 1
+    assert "Einsum" not in ops and "AddV2" not in ops
     compare(graph, {"x:0": SEQ}, fetches)
 
 

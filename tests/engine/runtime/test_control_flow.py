@@ -12,6 +12,7 @@ from engine.errors import DeadTensorError, GraphError, LoopLimitError
 from tests.engine.graphs import GraphBuilder
 
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
+UNOPTIMIZED = engine.SessionOptions(plan=engine.PlanOptions(optimize=False))
 
 
 def cond_graph(const_branches: bool = False) -> engine.Graph:
@@ -149,31 +150,40 @@ def test_fetching_the_untaken_branch_is_an_error():
     np.testing.assert_array_equal(sess.run("cond/t:0", {"x:0": np.ones(2, np.float32), "pred:0": True}), [2, 2])
 
 
+# The optimizer raises well-formed loops into While calls (engine.passes.functionalize_loops); unoptimized, they
+# run on the dataflow executor. Both are held to the same results.
+LOOP_OPTIONS = {"optimize": engine.SessionOptions(), "dataflow": UNOPTIMIZED}
+
+
+@pytest.mark.parametrize("how", LOOP_OPTIONS)
 @pytest.mark.parametrize("n", [0, 1, 7])
-def test_while_loop_runs_n_iterations(n):
-    sess = engine.Session(counting_loop())
+def test_while_loop_runs_n_iterations(n, how):
+    sess = engine.Session(counting_loop(), options=LOOP_OPTIONS[how])
     x = np.array([0.5, -1.0], np.float32)
     i, acc = sess.run(["i_out:0", "acc_out:0"], {"n:0": np.int32(n), "x:0": x})
     assert i == n
     np.testing.assert_allclose(acc, n * x)
 
 
+@pytest.mark.parametrize("how", LOOP_OPTIONS)
 @pytest.mark.parametrize("n,m", [(0, 3), (1, 1), (3, 4), (5, 0)])
-def test_nested_loops(n, m):
-    sess = engine.Session(nested_loops())
+def test_nested_loops(n, m, how):
+    sess = engine.Session(nested_loops(), options=LOOP_OPTIONS[how])
     total = sess.run("total:0", {"n:0": np.int32(n), "m:0": np.int32(m)})
     assert total == sum(range(n * m))
 
 
-def test_runaway_loop_is_stopped_by_the_iteration_limit():
-    options = engine.SessionOptions(plan=engine.PlanOptions(max_loop_iterations=50))
+@pytest.mark.parametrize("optimize", [True, False])
+def test_runaway_loop_is_stopped_by_the_iteration_limit(optimize):
+    options = engine.SessionOptions(plan=engine.PlanOptions(max_loop_iterations=50, optimize=optimize))
     sess = engine.Session(counting_loop(), options=options)
     assert sess.run("i_out:0", {"n:0": np.int32(50), "x:0": np.ones(1, np.float32)}) == 50
     with pytest.raises(LoopLimitError, match="w/w_context.*limit of 50"):
         sess.run("i_out:0", {"n:0": np.int32(2**31 - 1), "x:0": np.ones(1, np.float32)})
 
 
-def test_loop_on_an_untaken_branch_is_dead_after_it():
+@pytest.mark.parametrize("how", LOOP_OPTIONS)
+def test_loop_on_an_untaken_branch_is_dead_after_it(how):
     """A loop inside a conditional's untaken branch never iterates; its Exit is dead, and the
     conditional's Merge takes the other branch."""
     g = GraphBuilder()
@@ -194,7 +204,7 @@ def test_loop_on_an_untaken_branch_is_dead_after_it():
     exits, _ = while_loop(g, "w", [("c/zero", I32)], cond, body, [("c/t", I32)])
     g.node("c/neg", "Neg", ["c/f"], T=I32)
     g.node("c/Merge", "Merge", ["c/neg", exits[0]], T=I32, N=2)
-    sess = engine.Session(engine.load_graph(g.bytes()))
+    sess = engine.Session(engine.load_graph(g.bytes()), options=LOOP_OPTIONS[how])
     assert sess.run("c/Merge:0", {"n:0": np.int32(4), "pred:0": True}) == 4
     assert sess.run("c/Merge:0", {"n:0": np.int32(4), "pred:0": False}) == -4
     with pytest.raises(DeadTensorError):
@@ -222,7 +232,8 @@ def test_tensors_inside_a_loop_cannot_be_fetched():
 
 
 def test_plan_prints_frames():
-    text = str(engine.Session(counting_loop()).plan_for(["n:0", "x:0"], ["i_out:0"]))
+    # (Unoptimized: the optimizer raises a well-formed loop into a While, tests/engine/passes/test_functionalize_loops.py.)
+    text = str(engine.Session(counting_loop(), options=UNOPTIMIZED).plan_for(["n:0", "x:0"], ["i_out:0"]))
     assert "loop frame(s)" in text and "frame 'w/w_context'" in text
 
 

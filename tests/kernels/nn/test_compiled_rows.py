@@ -140,7 +140,8 @@ def _assert_layer_norm_close(got, twin):
 
 
 @pytest.mark.parametrize("param_shape", ["vector", "keras", "scalar", "one"])
-@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 5, 256), (300, 300), (4, 1001)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (5, 9, 24), (2100, 128), (2, 5, 256), (300, 300), (4, 1001)],
+                         ids=str)
 def test_layer_norm_equals_twin(shape, param_shape):
     channels = shape[-1]
     pshape = {"vector": (channels,), "keras": (1,) * (len(shape) - 1) + (channels,), "scalar": (), "one": (1,)}

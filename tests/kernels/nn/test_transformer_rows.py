@@ -79,6 +79,7 @@ CASES = {
     "odd": (3, 3, 3, 5, 7, 9, 6),
     "gqa": (2, 4, 2, 6, 6, 8, 8),
     "tiled": (9, 4, 1, 33, 65, 16, 16),
+    "query_blocks": (3, 2, 1, 130, 20, 8, 5),  # more queries than one block of the compiled kernel
 }
 
 
@@ -120,6 +121,35 @@ def test_attention_twin_is_the_definition_and_compiled_equals_it(case, masking):
     if jit.AVAILABLE:
         got, twin = _both("_TensorgateAttention", *inputs, **attrs)
         np.testing.assert_allclose(got, twin, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("case", ["odd", "gqa", "query_blocks"])
+@pytest.mark.parametrize("terms", ["full_and_padding", "per_query_and_scalar", "both_rows"])
+def test_attention_with_a_bias_of_two_terms_adds_them_first(case, terms):
+    q, k, v, mask, bias = _operands(case)
+    b, t, n, _ = q.shape
+    s = k.shape[1]
+    padding = np.where(rng.random((b, 1, 1, s)) > 0.3, 0.0, -1e9).astype(np.float32)  # T5's (1 - mask) * -1e9
+    first, second = {
+        "full_and_padding": (bias, padding),
+        "per_query_and_scalar": ((rng.standard_normal((t, 1)) * 2).astype(np.float32), np.float32(0.75)),
+        "both_rows": (rng.standard_normal((n, 1, s)).astype(np.float32),
+                      rng.standard_normal((b, 1, 1, s)).astype(np.float32)),
+    }[terms]
+    attrs = _layouts(scale=0.6, has_bias=True, bias_layout="BNTS", has_mask=True, mask_layout="BNTS", fill=-1e9)
+    one_term = _run("_TensorgateAttention", q, k, v, first + second, mask, compiled=False, **attrs)
+    twin = _run("_TensorgateAttention", q, k, v, first, second, mask, compiled=False, bias_terms=2, **attrs)
+    np.testing.assert_array_equal(twin, one_term)
+    if jit.AVAILABLE:
+        got, twin = _both("_TensorgateAttention", q, k, v, first, second, mask, bias_terms=2, **attrs)
+        np.testing.assert_allclose(got, twin, rtol=2e-5, atol=2e-6)
+
+
+def test_attention_refuses_a_bias_of_three_terms():
+    q, k, v, _, bias = _operands("odd")
+    with pytest.raises(ValueError, match="bias_terms"):
+        _run("_TensorgateAttention", q, k, v, bias, bias, bias, compiled=False, bias_terms=3,
+             **_layouts(has_bias=True, bias_layout="BNTS"))
 
 
 @needs_numba
@@ -210,7 +240,7 @@ EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.0, -88.0, 100.0, -100.0
 
 @needs_numba
 @pytest.mark.parametrize("gate", ["Silu", "GeluExact", "GeluApproximate", "Relu"])
-@pytest.mark.parametrize("rows", [1, 3, 700], ids=lambda r: f"rows{r}")
+@pytest.mark.parametrize("rows", [1, 3, 700, 30000], ids=lambda r: f"rows{r}")  # 30000: tasks of tiles
 def test_gated_projection_compiled_equals_twin(gate, rows):
     # Identity-like weights carry the edge values to the gate as they are.
     units = 12
@@ -258,3 +288,42 @@ def test_split_projection_cuts_one_product_into_outputs():
     with pytest.raises(ValueError, match="do not hold"):
         fn = kernels.lookup("_TensorgateSplitProjection", "cpu").bind(np, {"sizes": [8, 7], "units": [9, 6], "ranks": [1, 1]})
         fn(x, weights)
+
+
+# Rows x 64 x 24: one piece below 2^25 multiply-adds, tiles of rows shared out to the pool above.
+@pytest.mark.parametrize("rows", [6, 30000], ids=["one_piece", "tiles"])
+def test_split_projection_adds_each_output_its_bias(rows):
+    x = rng.standard_normal((rows, 64)).astype(np.float32)
+    parts = [rng.standard_normal((64,) + units).astype(np.float32) for units in ((2, 4), (8,), (2, 4))]
+    biases = [rng.standard_normal(w.shape[1:]).astype(np.float32) for w in parts]
+    weights = np.concatenate([w.reshape(64, -1) for w in parts], axis=1)
+    bias = np.concatenate([b.reshape(-1) for b in biases])
+    attrs = {"sizes": [8, 8, 8], "units": [2, 4, 8, 2, 4], "ranks": [2, 1, 2], "has_bias": True}
+    outputs = kernels.lookup("_TensorgateSplitProjection", "cpu").bind(np, attrs)(x, weights, bias)
+    for out, w, b in zip(outputs, parts, biases):
+        np.testing.assert_allclose(out, np.tensordot(x, w, axes=1) + b, rtol=1e-5, atol=1e-5)
+    plain = kernels.lookup("_TensorgateSplitProjection", "cpu").bind(np, {**attrs, "has_bias": False})(x, weights)
+    for out, w in zip(plain, parts):
+        np.testing.assert_allclose(out, np.tensordot(x, w, axes=1), rtol=1e-5, atol=1e-5)
+    for bad in ((x, weights), (x, weights, bias[:-1])):
+        with pytest.raises(ValueError, match="has_bias"):
+            kernels.lookup("_TensorgateSplitProjection", "cpu").bind(np, attrs)(*bad)
+
+
+@pytest.mark.parametrize("rows", [6, 30000], ids=["one_piece", "tiles"])
+def test_projection_adds_its_bias_and_addend_as_the_graph_did(rows):
+    x = rng.standard_normal((rows, 2, 32)).astype(np.float32)
+    w = rng.standard_normal((2, 32, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    product = np.tensordot(x, w, axes=2)
+    np.testing.assert_allclose(_run("_TensorgateProjection", x, w, compiled=False, axes=2), product, rtol=1e-5, atol=1e-4)
+    for addend in (rng.standard_normal((rows, 24)).astype(np.float32), rng.standard_normal(24).astype(np.float32),
+                   rng.standard_normal((3, rows, 24)).astype(np.float32)):  # same shape, broadcast either way
+        got = _run("_TensorgateProjection", x, w, addend, compiled=False, axes=2, has_addend=True)
+        np.testing.assert_allclose(got, product + addend, rtol=1e-5, atol=1e-4)
+        got = _run("_TensorgateProjection", x, w, bias, addend, compiled=False, axes=2, has_bias=True, has_addend=True)
+        np.testing.assert_allclose(got, product + bias + addend, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="has_addend"):
+        _run("_TensorgateProjection", x, w, compiled=False, axes=2, has_addend=True)
+    with pytest.raises(ValueError, match="bias has shape"):
+        _run("_TensorgateProjection", x, w, bias[:3], compiled=False, axes=2, has_bias=True)
