@@ -26,7 +26,7 @@ import numpy as np
 from engine.graph import Node
 from engine.graph.functions import Function
 from engine.passes.fuse_dynamic_rnn import DynamicRnn, recognise
-from engine.passes.loop_trace import Env
+from engine.passes.loop_trace import Env, LoopWeights, allowed_steps, scalar_int
 from kernels import pool
 
 __all__ = ["DynamicRnnLoop"]
@@ -36,12 +36,6 @@ _F32 = np.dtype(np.float32)
 _MIN_BLOCK_ROWS = 8
 
 
-
-def _int(value: Any) -> int | None:
-    """A scalar integer array's value, else None."""
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
-        return int(value)
-    return None
 
 
 def _float_matrix(value: Any, shape: tuple[int, ...]) -> bool:
@@ -87,8 +81,7 @@ class DynamicRnnLoop:
         self.kernel = bind_kernel(Node(node.name, rnn.op, (), (), node.device, attrs))
         self.rnn = rnn
         self.max_iterations = max_iterations
-        # (loop var indices, their values, weights): reused while the same read-only arrays come in.
-        self.cached: tuple[tuple[int, ...], tuple[Any, ...], tuple[np.ndarray, ...]] | None = None
+        self.weights = LoopWeights(rnn.weights)
 
     @classmethod
     def recognise(cls, node: Node, cond: Function, body: Function, bind_kernel: Callable[[Node], Callable[..., tuple]],
@@ -99,28 +92,7 @@ class DynamicRnnLoop:
 
     def steps(self, values: Sequence[Any]) -> int | None:
         """How many iterations the condition allows, or None."""
-        steps = None
-        for bound in self.rnn.bounds:
-            counter = _int(values[bound.counter])
-            limit = bound.value if bound.var is None else _int(values[bound.var])
-            if counter is None or limit is None:
-                return None
-            steps = limit - counter if steps is None else min(steps, limit - counter)
-        return steps if steps is not None and 0 < steps <= self.max_iterations else None
-
-    def weights(self, values: Sequence[Any]) -> tuple[np.ndarray, ...] | None:
-        cached = self.cached
-        if cached is not None and all(values[i] is v for i, v in zip(cached[0], cached[1])):
-            return cached[2]
-        try:
-            weights, used = self.rnn.weights(values)
-        except Exception:  # noqa: BLE001  (weights the body would reject: the loop raises its own error)
-            return None
-        read = tuple(sorted(used))
-        sources = tuple(values[i] for i in read)
-        if all(isinstance(v, np.ndarray) and not v.flags.writeable for v in sources):
-            self.cached = (read, sources, weights)
-        return weights
+        return allowed_steps(self.rnn.bounds, values, self.max_iterations)
 
     def _valid(self, values: Sequence[Any], start: int, steps: int, batch: int) -> np.ndarray | None | bool:
         """[steps, B]: which rows each step updates (None: all of them); False when the lengths do not fit."""
@@ -176,8 +148,8 @@ class DynamicRnnLoop:
 
     def __call__(self, values: Sequence[Any]) -> tuple | None:
         r = self.rnn
-        steps, start = self.steps(values), _int(values[r.time])
-        if steps is None or start is None or any(_int(values[i]) is None for i in r.counters):
+        steps, start = self.steps(values), scalar_int(values[r.time])
+        if steps is None or start is None or any(scalar_int(values[i]) is None for i in r.counters):
             return None
         x, h = _unread_steps(values[r.sequence], start, steps), values[r.h]
         if x is None or not isinstance(h, np.ndarray) or h.ndim != 2:

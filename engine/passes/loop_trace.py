@@ -37,8 +37,8 @@ from engine.passes.guards import is_opaque
 from kernels.array.identity import IDENTITY_OPS
 
 __all__ = [
-    "Affine", "Bound", "Env", "Gate", "Increment", "Invariant", "NoMatch", "Op", "Step", "Tracer", "Var", "Write",
-    "is_one", "loop_bounds", "resolve",
+    "Affine", "Bound", "Env", "Gate", "Increment", "Invariant", "LoopWeights", "NoMatch", "Op", "Step", "Tracer",
+    "Var", "Write", "allowed_steps", "is_one", "loop_bounds", "resolve", "scalar_int",
 ]
 
 _F32 = np.dtype(np.float32)
@@ -92,6 +92,50 @@ def loop_bounds(cond: Function) -> tuple[Bound, ...] | None:
         return (Bound(args[a], None, int(value)),)
 
     return terms(parse_tensor_name(cond.rets[0]))
+
+
+def scalar_int(value: Any) -> int | None:
+    """A scalar integer array's value, else None."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+        return int(value)
+    return None
+
+
+def allowed_steps(bounds: Sequence[Bound], values: Sequence[Any], max_iterations: int) -> int | None:
+    """How many iterations a loop whose condition is `bounds` runs from the loop vars `values`: None when a
+    counter or bound is no scalar integer, or the count is not in [1, max_iterations]."""
+    steps = None
+    for bound in bounds:
+        counter = scalar_int(values[bound.counter])
+        limit = bound.value if bound.var is None else scalar_int(values[bound.var])
+        if counter is None or limit is None:
+            return None
+        steps = limit - counter if steps is None else min(steps, limit - counter)
+    return steps if steps is not None and 0 < steps <= max_iterations else None
+
+
+class LoopWeights:
+    """A fused loop's weights, `compute(loop vars) -> (weights, loop var indices read)`, reused while the
+    same read-only arrays come in; None where compute raises (the loop then runs as it is, with its errors)."""
+
+    def __init__(self, compute: Callable[[Sequence[Any]], tuple[tuple[np.ndarray, ...], frozenset[int]]]):
+        self.compute = compute
+        # (loop var indices, their values, weights)
+        self.cached: tuple[tuple[int, ...], tuple[Any, ...], tuple[np.ndarray, ...]] | None = None
+
+    def __call__(self, values: Sequence[Any]) -> tuple[np.ndarray, ...] | None:
+        cached = self.cached
+        if cached is not None and all(values[i] is v for i, v in zip(cached[0], cached[1])):
+            return cached[2]
+        try:
+            weights, used = self.compute(values)
+        except Exception:  # noqa: BLE001  (weights the body would reject: the loop raises its own error)
+            return None
+        read = tuple(sorted(used))
+        sources = tuple(values[i] for i in read)
+        if all(isinstance(v, np.ndarray) and not v.flags.writeable for v in sources):
+            self.cached = (read, sources, weights)
+        return weights
 
 
 # --- symbolic values of the body's tensors --------------------------------------------------------------

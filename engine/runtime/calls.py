@@ -36,7 +36,7 @@ from engine.graph.functions import FUNCTION_ATTRS, Function, call_types_attr, ca
 from engine.passes.dynamic_rnn_loop import DynamicRnnLoop
 from engine.passes.fuse_recurrence import Recurrence, recognise
 from engine.passes.independent_iterations import ParallelIterations
-from engine.passes.loop_trace import Bound, loop_bounds
+from engine.passes.loop_trace import Bound, LoopWeights, allowed_steps, loop_bounds, scalar_int
 from engine.passes.padded_nms_loop import PaddedNmsLoop
 from kernels.control_flow.functional import IF_OPS, WHILE_OPS
 
@@ -224,12 +224,6 @@ def _bounds_hold(bounds: tuple[Bound, ...], values: Sequence[Any]) -> bool | Non
     return holds
 
 
-def _int(value: Any) -> int | None:
-    """A scalar integer array's value, else None."""
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
-        return int(value)
-    return None
-
 
 def _stacked(items: Any, start: int, count: int, dtype: np.dtype, rank: int) -> np.ndarray | None:
     """Items [start, start + count) of a TensorList of `dtype` stacked, when all are set arrays of one
@@ -268,41 +262,19 @@ class _FusedRecurrence:
         self.kernel = bind_kernel(Node(node.name, recurrence.op, (), (), node.device, attrs))
         self.recurrence = recurrence
         self.max_iterations = max_iterations
-        # (loop var indices, their values, weights): reused while the same read-only arrays come in.
-        self.cached: tuple[tuple[int, ...], tuple[Any, ...], tuple[np.ndarray, ...]] | None = None
+        self.weights = LoopWeights(recurrence.weights)
 
     def steps(self, values: Sequence[Any]) -> int | None:
         """How many iterations the condition allows, or None."""
-        steps = None
-        for bound in self.recurrence.bounds:
-            counter = _int(values[bound.counter])
-            limit = bound.value if bound.var is None else _int(values[bound.var])
-            if counter is None or limit is None:
-                return None
-            steps = limit - counter if steps is None else min(steps, limit - counter)
-        return steps if steps is not None and 0 < steps <= self.max_iterations else None
-
-    def weights(self, values: Sequence[Any]) -> tuple[np.ndarray, ...] | None:
-        cached = self.cached
-        if cached is not None and all(values[i] is v for i, v in zip(cached[0], cached[1])):
-            return cached[2]
-        try:
-            weights, used = self.recurrence.weights(values)
-        except Exception:  # noqa: BLE001  (weights the body would reject: the loop raises its own error)
-            return None
-        read = tuple(sorted(used))
-        sources = tuple(values[i] for i in read)
-        if all(isinstance(v, np.ndarray) and not v.flags.writeable for v in sources):
-            self.cached = (read, sources, weights)
-        return weights
+        return allowed_steps(self.recurrence.bounds, values, self.max_iterations)
 
     def __call__(self, values: Sequence[Any]) -> tuple | None:
         r = self.recurrence
         steps = self.steps(values)
-        start = _int(values[r.time])
+        start = scalar_int(values[r.time])
         if steps is None or start is None:
             return None
-        if any(_int(values[i]) is None for i in r.counters):
+        if any(scalar_int(values[i]) is None for i in r.counters):
             return None
         x = _stacked(values[r.sequence], start, steps, np.dtype(np.float32), 2)
         h = values[r.h]
