@@ -33,7 +33,7 @@ import numpy as np
 import kernels
 from engine.graph import Node, TensorRef, parse_tensor_name
 from engine.graph.functions import Function
-from engine.passes.fuse_recurrence import _check_sources, _gru_cell, _gru_weights, _lstm_cell, _lstm_weights, _x_source
+from engine.passes.fuse_recurrence import read_cell
 from engine.passes.loop_trace import (
     Affine,
     Bound,
@@ -277,31 +277,10 @@ def _recognise(cond: Function, body: Function, types: Sequence[np.dtype]) -> Dyn
         raise NoMatch
     for h, value in states.items():
         new, mask = _unmasked(value, h)
-        lstm = _lstm_cell(new)
-        if lstm is not None and lstm[1] in states and lstm[1] != h:
-            gates, c, c_new = lstm
-            if _unmasked(states[c], c) != (c_new, mask):
-                raise NoMatch
-            x = _x_source([g.affine for g in gates])
-            for g in gates:
-                _check_sources(g.affine, {x, ("h", h)})
-            return _finish(states, writes, unchanged, bounds, counters, x, h, c, new, mask, "lstm", False,
-                           _lstm_weights(gates, x, ("h", h)))
-        gru = _gru_cell(new, h)
-        if gru is not None:
-            z, r, candidate, reset_after = gru
-            x = _x_source([z.affine, r.affine])
-            for g in (z, r):
-                _check_sources(g.affine, {x, ("h", h)})
-            if reset_after:
-                _check_sources(candidate[0], {x})
-                _check_sources(candidate[1], {("h", h)})
-            else:
-                _check_sources(candidate, {x, ("rh", r, h)})
-            if r is z:
-                raise NoMatch
-            return _finish(states, writes, unchanged, bounds, counters, x, h, None, new, mask, "gru", reset_after,
-                           _gru_weights(z.affine, r.affine, candidate, x, ("h", h), reset_after))
+        cell = read_cell(new, h, states, mask, _unmasked)
+        if cell is not None:
+            return _finish(states, writes, unchanged, bounds, counters, cell.x, h, cell.c, new, mask, cell.kind,
+                           cell.reset_after, cell.weights)
     raise NoMatch
 
 

@@ -55,7 +55,7 @@ from engine.passes.loop_trace import (
     resolve,
 )
 
-__all__ = ["Recurrence", "recognise"]
+__all__ = ["Cell", "Recurrence", "read_cell", "recognise"]
 
 _F32 = np.dtype(np.float32)
 
@@ -242,34 +242,54 @@ def _recognise(cond: Function, body: Function, types: Sequence[np.dtype]) -> Rec
         raise NoMatch
     for h, value in states.items():
         new, mask = _unmasked(value, h)
-        lstm = _lstm_cell(new)
-        if lstm is not None and lstm[1] in states and lstm[1] != h and all(
-                ("h", h) in g.affine.matrices for g in lstm[0]):  # (not the output state, on masked steps)
-            gates, c, c_new = lstm
-            if _unmasked(states[c], c) != (c_new, mask):
-                raise NoMatch
-            x = _x_source([g.affine for g in gates])
-            for g in gates:
-                _check_sources(g.affine, {x, ("h", h)})
-            return _finish(states, writes, unchanged, bounds, counters, types, x, h, c, new, mask,
-                           "lstm", False, _lstm_weights(gates, x, ("h", h)))
-        gru = _gru_cell(new, h)
-        if gru is not None:
-            z, r, candidate, reset_after = gru
-            x = _x_source([z.affine, r.affine])
-            for g in (z, r):
-                _check_sources(g.affine, {x, ("h", h)})
-            if reset_after:
-                _check_sources(candidate[0], {x})
-                _check_sources(candidate[1], {("h", h)})
-            else:
-                _check_sources(candidate, {x, ("rh", r, h)})
-            if r is z:
-                raise NoMatch
-            weights = _gru_weights(z.affine, r.affine, candidate, x, ("h", h), reset_after)
-            return _finish(states, writes, unchanged, bounds, counters, types, x, h, None, new, mask,
-                           "gru", reset_after, weights)
+        cell = read_cell(new, h, states, mask, _unmasked)
+        if cell is not None:
+            return _finish(states, writes, unchanged, bounds, counters, types, cell.x, h, cell.c, new, mask,
+                           cell.kind, cell.reset_after, cell.weights)
     raise NoMatch
+
+
+@dataclass(frozen=True)
+class Cell:
+    """An LSTM or GRU cell read from a state's update: its step's item source `x`, the LSTM's cell state var
+    `c`, and the weights in the kernel's layout."""
+
+    kind: str  # "lstm" or "gru"
+    reset_after: bool
+    x: tuple
+    c: int | None
+    weights: Callable[[Sequence[Any]], tuple[tuple[np.ndarray, ...], frozenset[int]]]
+
+
+def read_cell(new: Any, h: int, states: dict, mask: Any, unmasked: Callable[[Any, int], tuple[Any, Any]]) -> Cell | None:
+    """The cell computing `new`, loop var h's next value (unmasked), or None when it computes no LSTM or GRU
+    step; NoMatch when it does but its parts do not fit (the cell state masked otherwise than h, products of
+    anything but the step's item and h). `unmasked(value, var)` reads a state's masking as the loop writes it."""
+    lstm = _lstm_cell(new)
+    if lstm is not None and lstm[1] in states and lstm[1] != h and all(
+            ("h", h) in g.affine.matrices for g in lstm[0]):  # (not the output state, on masked steps)
+        gates, c, c_new = lstm
+        if unmasked(states[c], c) != (c_new, mask):
+            raise NoMatch
+        x = _x_source([g.affine for g in gates])
+        for g in gates:
+            _check_sources(g.affine, {x, ("h", h)})
+        return Cell("lstm", False, x, c, _lstm_weights(gates, x, ("h", h)))
+    gru = _gru_cell(new, h)
+    if gru is None:
+        return None
+    z, r, candidate, reset_after = gru
+    x = _x_source([z.affine, r.affine])
+    for g in (z, r):
+        _check_sources(g.affine, {x, ("h", h)})
+    if reset_after:
+        _check_sources(candidate[0], {x})
+        _check_sources(candidate[1], {("h", h)})
+    else:
+        _check_sources(candidate, {x, ("rh", r, h)})
+    if r is z:
+        raise NoMatch
+    return Cell("gru", reset_after, x, None, _gru_weights(z.affine, r.affine, candidate, x, ("h", h), reset_after))
 
 
 def _x_source(affines: list[Affine]) -> tuple:
