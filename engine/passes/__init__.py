@@ -58,6 +58,14 @@ The pipeline, in order, and why:
 12. fuse_inverted_residual: MobileNetV2's blocks (1x1 expand, depthwise, 1x1 project, the fused ops
    fuse_activation just wrote) into one `_TensorgateInvertedResidual`, computed in bands of rows so the
    expanded activation stays in cache. CPU only.
+12a. fuse_separable: a depthwise convolution and the 1x1 convolution reading it (Keras' SeparableConv2D,
+   MobileNet's depthwise + pointwise pairs, the fused ops fuse_activation wrote) into one
+   `_TensorgateSeparableConv2D`, computed in bands of rows so the depthwise result stays in cache; after
+   fuse_inverted_residual, which takes MobileNetV2's blocks first. CPU only.
+12b. fuse_preactivation: a batch norm (Mul and AddV2 by per-channel constants) and ReLU before 1x1
+   convolutions (DenseNet, pre-activation ResNets), which no fold can take, into each convolution as a
+   prologue applied chunk by chunk (`_TensorgatePreactivatedConv2D`); after fuse_activation, whose fused
+   convolutions it takes. CPU only.
 13. winograd: a convolution with a constant 3x3 filter, stride 1, into `_TensorgateWinogradConv2D`,
    which takes the filter's Winograd transform as a constant too (computed once, here); after
    fuse_activation, whose fused nodes it rewrites. CPU only.
@@ -98,9 +106,11 @@ from engine.passes import (
     fuse_inverted_residual,
     fuse_layer_norm,
     fuse_pad,
+    fuse_preactivation,
     fuse_projection,
     fuse_rms_norm,
     fuse_rotary,
+    fuse_separable,
     fuse_squeeze_excite,
     fuse_swish,
     remove_dead_nodes,
@@ -137,6 +147,8 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fuse_activation", fuse_activation.run),
     ("fuse_squeeze_excite", fuse_squeeze_excite.run),
     ("fuse_inverted_residual", fuse_inverted_residual.run),
+    ("fuse_separable", fuse_separable.run),
+    ("fuse_preactivation", fuse_preactivation.run),
     ("winograd", winograd.run),
     ("remove_dead_nodes", remove_dead_nodes.run),
 )

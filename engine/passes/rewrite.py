@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.graph import Graph, Node, TensorRef, validate
 from engine.passes.context import PassContext
-from engine.passes.guards import LOOP_BACK_EDGE_OPS
+from engine.passes.guards import LOOP_BACK_EDGE_OPS, is_opaque
 
 __all__ = [
     "Consumers",
@@ -29,6 +29,7 @@ __all__ = [
     "fresh_name",
     "known_rank",
     "merged_controls",
+    "pointwise_filter",
     "producer",
     "rebuild",
     "scalar_constant",
@@ -75,6 +76,27 @@ def constant_value(graph: Graph, ref: TensorRef, fed: frozenset[TensorRef]) -> n
         return None
     node = graph.node(ref.node)
     return node.attrs.get("value") if node.op == "Const" else None
+
+
+def pointwise_filter(graph: Graph, node: Node, fed: frozenset[TensorRef],
+                     fused_sequences: Sequence[tuple[str, ...]]) -> np.ndarray | None:
+    """The constant [1, 1, C, K] filter of `node` when it is an NHWC 1x1 Conv2D or _FusedConv2D, stride and
+    dilation 1, unpadded, whose fused_ops are one of `fused_sequences` (a _FusedConv2D fuses something);
+    else None. The convolutions the fusions of 1x1 convolutions (separable, pre-activation) take."""
+    attrs = node.attrs
+    if node.op not in ("Conv2D", "_FusedConv2D") or is_opaque(node) or attrs.get("data_format", "NHWC") != "NHWC":
+        return None
+    if tuple(attrs.get("strides", ())) != (1, 1, 1, 1) or tuple(attrs.get("dilations", (1, 1, 1, 1))) != (1, 1, 1, 1):
+        return None
+    if attrs.get("padding") == "EXPLICIT" and any(attrs.get("explicit_paddings", ())):
+        return None
+    fused_ops = tuple(attrs.get("fused_ops", ())) if node.op == "_FusedConv2D" else ()
+    if fused_ops not in fused_sequences or (node.op == "_FusedConv2D" and not fused_ops) or len(node.inputs) < 2:
+        return None
+    filt = constant_value(graph, node.inputs[1], fed)
+    if filt is None or filt.ndim != 4 or filt.shape[:2] != (1, 1):
+        return None
+    return filt
 
 
 def producer(graph: Graph, ref: TensorRef, ctx: PassContext, ops: Iterable[str]) -> Node | None:

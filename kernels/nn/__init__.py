@@ -20,10 +20,14 @@ Data flows from the geometry to the bodies to the fused forms:
     projection         _TensorgateProjection, _TensorgateSplitProjection, _TensorgateGatedProjection: dense
                        layers with a bias or an addend, side by side, and gated
     work_sharing       run_shared: parts of a kernel's work drawn by as many runners as the pool has threads
+    conv_epilogue      a convolution block's bias, residual addend and ReLU-family activation as one compiled pass
     fused              _FusedConv2D, _FusedDepthwiseConv2dNative, _FusedMatMul, _TensorgateDense: a body
                        with its epilogue
     inverted_residual  _TensorgateInvertedResidual: MobileNetV2's block in bands of output rows
     expand_depthwise   _TensorgateExpandDepthwise: an MBConv block's expansion and depthwise step in bands
+    separable          _TensorgateSeparableConv2D: a depthwise convolution and its 1x1 convolution in bands
+    preactivation      _TensorgatePreactivatedConv2D: a per-channel scale, shift and ReLU before a 1x1 convolution,
+                       applied chunk by chunk before its GEMM
     squeeze_excite     _TensorgateSqueezeExcite: a squeeze-and-excitation block with the projection after it
     recurrent          _TensorgateLSTM, _TensorgateGRU: a Keras LSTM/GRU time loop as one op (a compiled
                        step after one BLAS call per step)

@@ -53,11 +53,12 @@ _PATCH_BYTES_PER_CHUNK = 4 << 20
 _DEPTHWISE_BYTES_PER_CHUNK = 8 << 20
 
 # A grouped Conv2D with g groups of d input channels runs as a plain Conv2D with the block-diagonal dense filter
-# while g * d**1.5 <= this: numpy's GEMMs on a few columns, and its im2col copies of a few contiguous channels
-# per group, are slow enough that g times the arithmetic takes less time. Measured on 2 cores (28x28 and 56x56,
-# 3x3 and 1x1, batch 1 and 8), the grouped GEMMs catch up at about g = 110 for d = 2, 40 for d = 4, 20 for
-# d = 6, 12 for d = 8, 5 for d = 16 and 3 for d = 24; the dense filter was up to 5x faster below that.
-_DENSE_GROUPED_LIMIT = 300
+# while g * d**2 <= this: numpy's GEMMs on a few columns, and its im2col copies of a few contiguous channels
+# per group, are slow enough that g times the arithmetic takes less time. Measured on one thread (both run
+# their chunks on the pool alike; 28x28 to 112x112, 3x3 and 1x1, batch 1 and 8), the grouped GEMMs catch up at
+# about g = 50 for d = 2, 12 for d = 4, 3 for d = 8 and 2 for d = 16; at d = 8, g = 7 (RegNetX's layers) they
+# ran 1.6x faster than the dense filter, at d = 2, g = 16 3.3x slower.
+_DENSE_GROUPED_LIMIT = 200
 
 
 # --- Conv2D ------------------------------------------------------------------------------------------------
@@ -66,7 +67,7 @@ _DENSE_GROUPED_LIMIT = 300
 def _padded(xp: Any, x: Any, win: Window2D, buffer: Any | None) -> Any:
     """x with the window's padding around it, written into `buffer` (whose border is already zero) when
     given; x itself when the window needs no padding."""
-    n, h, w, c = x.shape
+    n, h, w, _ = x.shape
     if buffer is None:
         return x
     dst = buffer[:n]
@@ -127,7 +128,7 @@ def conv2d_nhwc(xp: Any, x: Any, filt: Any, win: Window2D, epilogue: Epilogue | 
         # One input channel per group: output channel o = c * (o / groups) + k reads input channel c, which
         # is DepthwiseConv2dNative's layout (filter [kh, kw, c, multiplier]), a plain reshape of HWIO.
         return depthwise_conv2d_nhwc(xp, x, filt.reshape(kh, kw, c, o // c), win, epilogue)
-    if groups > 1 and groups * filt.shape[2] ** 1.5 <= _DENSE_GROUPED_LIMIT:
+    if groups > 1 and groups * filt.shape[2] ** 2 <= _DENSE_GROUPED_LIMIT:
         filt = block_diagonal_filter(xp, filt, groups)
     elif groups > 1:
         return _grouped_conv2d_nhwc(xp, x, filt, groups, win, epilogue)
@@ -191,7 +192,8 @@ def _grouped_conv2d_nhwc(xp: Any, x: Any, filt: Any, groups: int, win: Window2D,
     [groups, pixels, kh * kw * c / groups] (one strided copy, as for Conv2D), then one batched GEMM
     against the [groups, kh * kw * c / groups, o / groups] filter matrices, written straight into the
     output block viewed as [groups, pixels, o / groups]. A 1x1 convolution that reads no padding needs no
-    copy: the GEMMs read the pixels themselves, viewed as [groups, pixels, c / groups]."""
+    copy: the GEMMs read the pixels themselves, viewed as [groups, pixels, c / groups]. With BLAS
+    single-threaded, chunks run on the pool as Conv2D's do, each with patches of its own."""
     n, _, _, c = x.shape
     kh, kw, cg, o = filt.shape
     og = o // groups
@@ -208,18 +210,16 @@ def _grouped_conv2d_nhwc(xp: Any, x: Any, filt: Any, groups: int, win: Window2D,
         parts = chunks(n, win.out_h, win.out_w * (c + o) * out.itemsize, _PATCH_BYTES_PER_CHUNK)
     else:
         parts = chunks(n, win.out_h, win.out_w * kh * kw * c * out.itemsize, _PATCH_BYTES_PER_CHUNK)
-        images = max(p.b1 - p.b0 for p in parts)
-        pad_buffer = _pad_buffer(xp, win, images, c, dtype)
-        patch_buffer = xp.empty(max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * win.out_w * groups * width, dtype)
-    padded, padded_images = None, None
-    for p in parts:
+    most = max((p.b1 - p.b0) * (p.r1 - p.r0) for p in parts) * win.out_w
+
+    def compute(p: Chunk, padded: Any, patch_buffer: Any) -> None:
+        """Chunk p: its patches (from `padded`, its images padded) into `patch_buffer`, one batched GEMM into
+        its output block, then the epilogue."""
         m, rows = p.b1 - p.b0, p.r1 - p.r0
         pixels = m * rows * win.out_w
         if pointwise:
             patches = x[p.b0 : p.b1, p.r0 : p.r1].reshape(pixels, groups, cg).transpose(1, 0, 2)
         else:
-            if padded_images != (p.b0, p.b1):  # row blocks of one image share its padded copy
-                padded, padded_images = _padded(xp, x[p.b0 : p.b1], win, pad_buffer), (p.b0, p.b1)
             patches = patch_buffer[: groups * pixels * width].reshape(groups, pixels, width)
             windows = _windows(xp, padded, win, p.rows).reshape(m, rows, win.out_w, kh, kw, groups, cg)
             patches.reshape(groups, m, rows, win.out_w, kh, kw, cg)[...] = windows.transpose(5, 0, 1, 2, 3, 4, 6)
@@ -227,6 +227,21 @@ def _grouped_conv2d_nhwc(xp: Any, x: Any, filt: Any, groups: int, win: Window2D,
         xp.matmul(patches, w_mats, out=block.reshape(pixels, groups, og).transpose(1, 0, 2))
         if epilogue is not None:
             epilogue(block, (slice(p.b0, p.b1), slice(p.r0, p.r1)))
+
+    if xp is numpy and blas.blas_threads_limited() and len(parts) >= 2:
+        # As conv2d_nhwc: whole chunks on the pool, reading one padded copy of the batch made up front.
+        padded_all = None if pointwise else _padded(xp, x.astype(dtype, copy=False), win,
+                                                     _pad_buffer(xp, win, n, c, dtype))
+        run_tasks(lambda p: compute(p, None if pointwise else padded_all[p.b0 : p.b1],
+                                    None if pointwise else xp.empty(most * groups * width, dtype)), parts)
+        return out
+    pad_buffer = None if pointwise else _pad_buffer(xp, win, max(p.b1 - p.b0 for p in parts), c, dtype)
+    patch_buffer = None if pointwise else xp.empty(most * groups * width, dtype)
+    padded, padded_images = None, None
+    for p in parts:
+        if not pointwise and padded_images != (p.b0, p.b1):  # row blocks of one image share its padded copy
+            padded, padded_images = _padded(xp, x[p.b0 : p.b1], win, pad_buffer), (p.b0, p.b1)
+        compute(p, padded, patch_buffer)
     return out
 
 

@@ -2,20 +2,22 @@
 finished (bias, activation) while it is in cache, instead of numpy's pass per tap over the whole block.
 
 The numpy twin is kernels.nn.conv.depthwise_conv2d_nhwc with kernels.nn.fused's epilogue; these loops compute
-the same thing in the same order (float32 products summed tap by tap in filter order, then + bias, then the
-activation), so the two agree to the bit on finite inputs. What the numpy body needs extra passes for is
-done by indexing here: padding is a smaller tap range at the border (no padded copy). Work is split into
-chunks of output rows run on the engine's thread pool (the loops release the GIL). Activations that need
-exp (Sigmoid, Swish) or that the loops do not have (HardSwish) run as kernels/nn/compiled_rows.py's pass
-over each chunk's rows right after the loop, while they are in cache.
+the same thing in the same order (float32 products summed tap by tap in filter order, padding cells as zeros,
+then + bias, then the activation), so the two agree to the bit on finite inputs. Work is split into chunks of
+output rows run on the engine's thread pool (the loops release the GIL). Activations that need exp (Sigmoid,
+Swish) or that the loops do not have (HardSwish) run as kernels/nn/compiled_rows.py's pass over each chunk's
+rows right after the loop, while they are in cache.
 
-With a channel multiplier of 1 (every depthwise layer of the MobileNets and EfficientNets) a tap's share
-of a run of output pixels is one contiguous multiply-add over (pixels x channels) values against the tap's
-weights repeated along the run: one long loop that vectorizes, where a loop per output pixel is a few
-vector steps (a narrow layer has 16 to 32 channels) behind its own setup. Where a row of 3 or 5 taps all
-read inside the image, they run as one such pass that keeps each sum in a register across them (in tap
-order still). A horizontal stride, a multiplier or a wide layer takes the loop per output pixel, over its
-channels.
+With a channel multiplier of 1 (every depthwise layer of the MobileNets, EfficientNets, NASNet and Xception)
+a tap's share of a run of output pixels is one contiguous multiply-add over (pixels x channels) values against
+the tap's weights repeated along the run: one long loop that vectorizes, where a loop per output pixel is a
+few vector steps (a narrow layer has 16 to 32 channels) behind its own setup. For that, the chunk's input rows
+are first copied into phase rows, as the numpy body's phase images: phase p of a row holds its columns p,
+p + stride, ... with zeros where they are padding, so that at any stride and dilation tap j of an output run
+reads one contiguous run of a phase row, with no border cases. Taps run three at a time in one pass that keeps
+each sum in a register across them (in tap order still). On one thread against the border-case loops it
+replaced: 7x7 stride 2 (NASNet's first cells) 2.2x faster, 7x7 and 5x5 stride 1 1.2-1.4x, 3x3 the same. A
+multiplier takes the loop per output pixel, over its channels.
 """
 
 from __future__ import annotations
@@ -27,41 +29,53 @@ import numpy as np
 from kernels.jit import compiled, readonly
 from kernels.nn import compiled_rows
 from kernels.nn.window import Window2D
-from kernels.pool import chunks, run_chunks
+from kernels.pool import chunks, pool_size, run_chunks
 
-__all__ = ["ACTIVATION_CODES", "depthwise_conv2d_compiled", "depthwise_rows"]
+__all__ = ["ACTIVATION_CODES", "INPUT_ACTIVATION_CODES", "depthwise_conv2d_compiled", "depthwise_rows"]
 
 # Activations the loops apply themselves (the codes are what they take); others run as the numpy epilogue.
 ACTIVATION_CODES = {None: 0, "Relu": 1, "Relu6": 2, "Elu": 3, "LeakyRelu": 4}
+# Activations the loop applies to its input as it reads it (multiplier 1).
+INPUT_ACTIVATION_CODES = {"": 0, "Relu": 1, "Relu6": 2}
 
-# Output bytes per chunk: a few chunks per worker so the pool's threads share the work evenly, each big
-# enough that the pool's dispatch (~20 us) is noise.
+# Output bytes per chunk: at most this, and a few chunks per worker so the pool's threads share the work evenly.
 _CHUNK_BYTES = 256 << 10
+# Multiply-adds per chunk: at least this many, so that the pool's hand-off (tens of microseconds on a busy
+# machine) stays small beside the ~30 us the loop takes. A smaller convolution runs as one call on the
+# caller's thread (MobileNet's and NASNet's 7x7 and 14x14 layers at batch 1: 0.11 ms in 4-7 chunks, 0.013 ms
+# in one).
+_MIN_CHUNK_MACS = 1 << 18
 # Output values per segment of a row (multiplier 1): its sums, input runs and the tap weights repeated along
-# it stay in L1. Wider layers (over half of it in channels) vectorize well enough a pixel at a time.
+# it stay in L1 (a wider layer's segment is one pixel).
 _SEGMENT_VALUES = 1024
 
-_OPS = ("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative", "_TensorgateInvertedResidual")
+_OPS = ("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative", "_TensorgateInvertedResidual",
+        "_TensorgateSeparableConv2D")
 _INTS = ", ".join(["int64"] * 12)
 
 
 def depthwise_rows(x, w, bias, h, wd, c, kh, kw, mult, sh, sw, dh, dw, pad_t, pad_l, act, alpha, oh, ow, b0, r0, r1,
-                   out) -> None:
+                   out, input_act=0) -> None:
     """Output rows [r0, r1) of image b0 of a depthwise convolution of NHWC x [?, h, wd, c] with w
     [kh, kw, c * mult], + bias (if it is not empty), then activation `act` (ACTIVATION_CODES), into out. The
-    arrays come as C-contiguous float32 [pixels, channels] matrices (x, out) and [taps, channels] (w)."""
-    if mult == 1 and sw == 1 and 2 * c <= _SEGMENT_VALUES:
-        _contiguous_rows(x.reshape(-1), w, bias, h, wd, c, kh, kw, sh, dh, dw, pad_t, pad_l, oh, ow, b0, r0, r1, out)
+    arrays come as C-contiguous float32 [pixels, channels] matrices (x, out) and [taps, channels] (w). With
+    `input_act` (INPUT_ACTIVATION_CODES; a multiplier of 1 only) x is read through Relu or Relu6."""
+    if mult == 1:
+        _phase_rows(x.reshape(-1), w, bias, h, wd, c, kh, kw, sh, sw, dh, dw, pad_t, pad_l, oh, ow, b0, r0, r1,
+                    input_act, out)
+    elif input_act:
+        raise ValueError("depthwise_rows reads its input through an activation only with a multiplier of 1")
     else:
         _pixel_rows(x, w, bias, h, wd, c, kh, kw, mult, sh, sw, dh, dw, pad_t, pad_l, oh, ow, b0, r0, r1, out)
     if act:
         _activation_rows(out, (b0 * oh + r0) * ow, (b0 * oh + r1) * ow, act, alpha)
 
 
-@compiled(f"void({readonly(1)}, {readonly(2)}, {readonly(1)}, {_INTS}, int64, int64, int64, float32[:, ::1])", ops=_OPS)
-def _contiguous_rows(src, w, bias, h, wd, c, kh, kw, sh, dh, dw, pad_t, pad_l, oh, ow, b, r0, r1,
-                     out):  # pragma: no cover - compiled
-    """depthwise_rows' sums and bias for a multiplier of 1 and a horizontal stride of 1; src is x flattened."""
+@compiled(f"void({readonly(1)}, {readonly(2)}, {readonly(1)}, {_INTS}, int64, int64, int64, int64, int64, "
+          "float32[:, ::1])", ops=_OPS)
+def _phase_rows(src, w, bias, h, wd, c, kh, kw, sh, sw, dh, dw, pad_t, pad_l, oh, ow, b, r0, r1, input_act,
+                out):  # pragma: no cover - compiled
+    """depthwise_rows' sums and bias for a multiplier of 1, at any stride and dilation; src is x flattened."""
     taps = kh * kw
     seg = max(1, min(ow, _SEGMENT_VALUES // c))
     # The taps' weights and the bias repeated along a segment, so that the loops need no modulo.
@@ -75,6 +89,45 @@ def _contiguous_rows(src, w, bias, h, wd, c, kh, kw, sh, dh, dw, pad_t, pad_l, o
     for q in range(seg if has_bias else 0):
         for k in range(c):
             bias_row[q * c + k] = bias[k]
+    # The input rows the output rows read, each split into sw phase rows (phase p, column u: input column
+    # u * sw + p - pad_l), zeros where that column is padding: tap j of output column q then reads phase
+    # (j * dw) % sw at column q + (j * dw) // sw, so every tap is one contiguous run along the output row.
+    y0 = r0 * sh - pad_t
+    y1 = (r1 - 1) * sh - pad_t + (kh - 1) * dh + 1
+    width = ow + ((kw - 1) * dw) // sw
+    rows = np.empty((y1 - y0) * sw * width * c, np.float32)
+    for y in range(y0, y1):
+        if y < 0 or y >= h:
+            continue
+        line = (b * h + y) * wd * c
+        for p in range(sw):
+            base = ((y - y0) * sw + p) * width * c
+            dst = rows[base : base + width * c]
+            # Phase columns [u0, u1) read inside the image: input columns u * sw + p - pad_l.
+            u0 = min(max(0, (pad_l - p + sw - 1) // sw), width)
+            u1 = max(min(width, (wd - 1 - p + pad_l) // sw + 1), u0)
+            for e in range(u0 * c):
+                dst[e] = 0.0
+            for e in range(u1 * c, width * c):
+                dst[e] = 0.0
+            # Runs of input columns: the whole row at stride 1, a pixel at a time otherwise; through the input
+            # activation as the Relu and Relu6 kernels compute it (NaN stays NaN).
+            run_cells = max(u1 - u0, 1) if sw == 1 else 1
+            for u in range(u0, u1, run_cells):
+                a = line + (u * sw + p - pad_l) * c
+                run = src[a : a + run_cells * c]
+                cell = dst[u * c : (u + run_cells) * c]
+                if input_act == 1:
+                    for k in range(run_cells * c):
+                        v = run[k]
+                        cell[k] = 0.0 if v < 0 else v
+                elif input_act == 2:
+                    for k in range(run_cells * c):
+                        v = run[k]
+                        cell[k] = 0.0 if v < 0 else (6.0 if v > 6 else v)
+                else:
+                    for k in range(run_cells * c):
+                        cell[k] = run[k]
     of = out.reshape(-1)
     # NOTE: the loops go over views: an index numba cannot prove non-negative costs each element a wraparound
     # check, which keeps the loop from vectorizing (measured 10x slower).
@@ -82,69 +135,50 @@ def _contiguous_rows(src, w, bias, h, wd, c, kh, kw, sh, dh, dw, pad_t, pad_l, o
         top = r * sh - pad_t
         for s0 in range(0, ow, seg):
             s1 = min(s0 + seg, ow)
-            o = ((b * oh + r) * ow + s0) * c  # the segment's first value
-            acc = of[o : o + (s1 - s0) * c]
-            for e in range((s1 - s0) * c):
+            n = (s1 - s0) * c
+            o = ((b * oh + r) * ow + s0) * c
+            acc = of[o : o + n]
+            for e in range(n):
                 acc[e] = 0.0
             for i in range(kh):
-                row = top + i * dh
-                if row < 0 or row >= h:
+                y = top + i * dh
+                if y < 0 or y >= h:
                     continue
-                first = (b * h + row) * wd - pad_l  # input column q + j * dw of the row is at first + q + j * dw
-                # Columns [qa, qb) of the segment where all of a row of 3 or 5 taps read inside the image.
-                qa, qb = s1, s1
-                if kw == 3 or kw == 5:
-                    qa = max(s0, pad_l)
-                    qb = max(min(s1, wd - (kw - 1) * dw + pad_l), qa)
-                if qb > qa:
-                    n = (qb - qa) * c
-                    dst = acc[(qa - s0) * c : (qa - s0) * c + n]
-                    t = i * kw
-                    a0, a1, a2 = (first + qa) * c, (first + qa + dw) * c, (first + qa + 2 * dw) * c
-                    x0, x1, x2 = src[a0 : a0 + n], src[a1 : a1 + n], src[a2 : a2 + n]
-                    w0, w1, w2 = tiled[t], tiled[t + 1], tiled[t + 2]
-                    if kw == 3:
+                first = (y - y0) * sw
+                j = 0
+                while j < kw:
+                    t = i * kw + j
+                    a0 = ((first + (j * dw) % sw) * width + s0 + (j * dw) // sw) * c
+                    x0 = rows[a0 : a0 + n]
+                    w0 = tiled[t]
+                    if j + 2 < kw:
+                        a1 = ((first + ((j + 1) * dw) % sw) * width + s0 + ((j + 1) * dw) // sw) * c
+                        a2 = ((first + ((j + 2) * dw) % sw) * width + s0 + ((j + 2) * dw) // sw) * c
+                        x1, x2 = rows[a1 : a1 + n], rows[a2 : a2 + n]
+                        w1, w2 = tiled[t + 1], tiled[t + 2]
                         for e in range(n):
-                            v = dst[e]
+                            v = acc[e]
                             v += x0[e] * w0[e]
                             v += x1[e] * w1[e]
                             v += x2[e] * w2[e]
-                            dst[e] = v
+                            acc[e] = v
+                        j += 3
+                    elif j + 1 < kw:
+                        a1 = ((first + ((j + 1) * dw) % sw) * width + s0 + ((j + 1) * dw) // sw) * c
+                        x1 = rows[a1 : a1 + n]
+                        w1 = tiled[t + 1]
+                        for e in range(n):
+                            v = acc[e]
+                            v += x0[e] * w0[e]
+                            v += x1[e] * w1[e]
+                            acc[e] = v
+                        j += 2
                     else:
-                        # NOTE: 3 taps, then 2: a loop over all 5 needs more runtime alias checks than LLVM
-                        # allows and stays scalar (5x slower). The sums keep their order.
                         for e in range(n):
-                            v = dst[e]
-                            v += x0[e] * w0[e]
-                            v += x1[e] * w1[e]
-                            v += x2[e] * w2[e]
-                            dst[e] = v
-                        a3, a4 = (first + qa + 3 * dw) * c, (first + qa + 4 * dw) * c
-                        x3, x4 = src[a3 : a3 + n], src[a4 : a4 + n]
-                        w3, w4 = tiled[t + 3], tiled[t + 4]
-                        for e in range(n):
-                            v = dst[e]
-                            v += x3[e] * w3[e]
-                            v += x4[e] * w4[e]
-                            dst[e] = v
-                # The other columns (all of them without such a run) tap by tap, in tap order.
-                for j in range(kw):
-                    off = j * dw - pad_l
-                    # Output columns q whose input column q + off lies inside the image.
-                    q0, q1 = max(s0, -off), min(s1, wd - off)
-                    weights = tiled[i * kw + j]
-                    for part in range(2):
-                        u0, u1 = (q0, min(q1, qa)) if part == 0 else (max(q0, qb), q1)
-                        if u1 <= u0:
-                            continue
-                        n = (u1 - u0) * c
-                        dst = acc[(u0 - s0) * c : (u0 - s0) * c + n]
-                        a = (first + u0 + j * dw) * c
-                        x = src[a : a + n]
-                        for e in range(n):
-                            dst[e] += x[e] * weights[e]
+                            acc[e] += x0[e] * w0[e]
+                        j += 1
             if has_bias:
-                for e in range((s1 - s0) * c):
+                for e in range(n):
                     acc[e] += bias_row[e]
 
 
@@ -254,7 +288,15 @@ def depthwise_conv2d_compiled(
                 first = image * pixels_per_image + p.r0 * win.out_w
                 compiled_rows.activation_into(of[first : first + (p.r1 - p.r0) * win.out_w], row_activation, alpha)
 
-    row_bytes = win.out_w * c * mult * 4
-    budget = max(min(_CHUNK_BYTES, n * win.out_h * row_bytes // 4), row_bytes)
-    run_chunks(xp, work, chunks(n, win.out_h, row_bytes, budget))
+    run_chunks(xp, work, _chunks(n, win, c * mult))
     return out
+
+
+def _chunks(n: int, win: Window2D, channels: int) -> list[Any]:
+    """Chunks of output rows for `channels` output channels: a few per pool thread, each of at least
+    _MIN_CHUNK_MACS multiply-adds and at most _CHUNK_BYTES of output."""
+    row_values = win.out_w * channels
+    taps = win.kh * win.kw
+    total = n * win.out_h * row_values * taps
+    budget = min(total // (2 * pool_size()), (_CHUNK_BYTES // 4) * taps)
+    return chunks(n, win.out_h, row_values * taps, max(budget, _MIN_CHUNK_MACS))

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from kernels import blas
 from kernels.jit import use_compiled
-from kernels.nn import activations, compiled_rows, gelu, swish
+from kernels.nn import activations, compiled_rows, conv_epilogue, gelu, swish
 from kernels.nn.conv import conv2d_nhwc, depthwise_conv2d_nhwc
 from kernels.nn.depthwise import depthwise_conv2d_compiled
 from kernels.nn.window import DataFormat, Epilogue, Padding, from_nhwc, to_nhwc, window_from_attrs
@@ -128,7 +128,8 @@ def channel_epilogue(
 ) -> Epilogue:
     """The in-place epilogue for an NHWC output block: head's per-channel step, residual add, activation.
     With `compiled` (a plan's CPU float32 kernels) and one of _ROW_EPILOGUES as `name`, the activation is
-    kernels/nn/compiled_rows.py's pass over the block (the numpy steps below are its twin)."""
+    kernels/nn/compiled_rows.py's pass over the block; with a ReLU-family `name` (or none) after a bias and an
+    addend, the three steps are kernels/nn/conv_epilogue.py's one pass (the numpy steps below are their twin)."""
     if head[0] == "FusedBatchNorm":
         scale, offset, mean, variance = args
         # As the FusedBatchNorm kernel (inference): y = x * k + (offset - mean * k), k = scale / sqrt(var + eps).
@@ -140,8 +141,8 @@ def channel_epilogue(
         if bias.ndim != 1:
             raise ValueError(f"bias must be 1-D, got shape {list(bias.shape)}")
 
-    rows = (name in _ROW_EPILOGUES and head[0] == "BiasAdd"
-            and use_compiled(xp, compiled, bias.dtype, *(() if addend is None else (addend.dtype,))))
+    fast = head[0] == "BiasAdd" and use_compiled(xp, compiled, bias.dtype, *(() if addend is None else (addend.dtype,)))
+    rows = name in _ROW_EPILOGUES and fast
 
     def finish(block: Any, where: tuple[slice, slice]) -> None:
         if rows and block.dtype == xp.float32 and block.flags.c_contiguous:
@@ -161,6 +162,10 @@ def channel_epilogue(
         if activation is not None:
             activation(xp, block, leakyrelu_alpha)
 
+    if fast and (name is not None or addend is not None):
+        # Bias, addend and a ReLU-family activation as one compiled pass (kernels/nn/conv_epilogue.py); a bias
+        # alone stays numpy's one pass.
+        return conv_epilogue.compiled_epilogue(head, name, bias, addend, leakyrelu_alpha, finish) or finish
     return finish
 
 

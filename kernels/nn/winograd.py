@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kernels import blas
-from kernels.jit import compiled, use_compiled
+from kernels.jit import compiled, readonly, use_compiled
 from kernels.nn.conv import conv2d_nhwc, conv_groups
 from kernels.nn.fused import CONV_FUSED_OPS, channel_epilogue, check_channels, split_fused_ops
 from kernels.nn.window import DataFormat, Epilogue, Padding, Window2D, from_nhwc, to_nhwc, window_from_attrs
@@ -96,10 +96,24 @@ _MIN_TASK_BYTES = 8 << 20
 #
 # and at batch 32 (ResNet50's layers): 64 @ 56: 88 / 53, 128 @ 28: 71 / 36, 256 @ 14: 65 / 36, 512 @ 7: 68 / 42.
 # Each transform is a pass over memory and each of the 16 GEMMs is smaller than the direct one, so
-# Winograd pays once the GEMMs have work enough: tiles x C x K of at least 600,000 (0.57 M), with at least
+# Winograd paid once the GEMMs had work enough: tiles x C x K of at least 600,000 (0.57 M), with at least
 # 32 channels in and out (with 16 it lost at every size measured).
+#
+# Those small convolutions lost to the direct one's parallel GEMM, not to its arithmetic: a direct convolution
+# of fewer than kernels.blas.SPLIT_MIN_FLOPS multiply-adds runs on one thread (its GEMM is not split), and so
+# does Winograd then (below, its transforms and GEMMs are not split either). On one thread, Winograd took
+# 0.5-0.9 of the direct convolution's time at every such size measured (CPU time, min of 10, ms: 32 -> 64 at
+# 32x32, batch 1: 0.46 / 0.29; 64 -> 128 at 16x16: 0.43 / 0.27; 128 -> 128 at 8x8: 0.24 / 0.11; 256 -> 256 at
+# 4x4: 0.32 / 0.18; 16 -> 16 at 56x56: 0.28 / 0.24; 16 -> 32 at 28x28: 0.12 / 0.09), down to 16 channels.
+#
+# So a convolution whose Winograd GEMMs kernels.blas would not split (16 x tiles x C x K under SPLIT_MIN_FLOPS)
+# runs Winograd too, as chunk tasks on the pool where it has work for a few (_MIN_SMALL_TASK_WORK) and on the
+# caller's thread below that, down to 16 channels; larger ones with at least 32 channels, whatever their tiles
+# (wall time on 2 busy cores, pool and all, ms: 32 -> 64 at 32x32, batch 1: 0.50 / 0.35; 64 -> 128 at 16x16:
+# 0.46 / 0.29; 128 -> 128 at 8x8: 0.29 / 0.10; 512 -> 512 at 7x7: 4.5 / 3.8; 16 -> 16 at 56x56: 0.30 / 0.31).
 _MIN_CHANNELS = 32
-_MIN_WORK = 600_000
+_MIN_SMALL_CHANNELS = 16
+_MIN_SMALL_TASK_WORK = 1 << 21
 
 # The fused_ops lists the op accepts: none (a plain Conv2D), or any of _FusedConv2D's.
 FUSED_OPS = ((),) + CONV_FUSED_OPS
@@ -118,13 +132,22 @@ def qualifies(filter_shape: tuple[int, ...], strides: Any, dilations: Any, data_
 def enough_channels(in_channels: int, out_channels: int) -> bool:
     """The part of the measured rule (see _MIN_CHANNELS above) a filter alone decides: below it Winograd
     never pays, whatever the data's shape, and engine.passes.winograd leaves the convolution alone."""
-    return min(in_channels, out_channels) >= _MIN_CHANNELS
+    return min(in_channels, out_channels) >= _MIN_SMALL_CHANNELS
+
+
+def _single_threaded(macs: int) -> bool:
+    """Whether a product of `macs` multiply-adds runs on one thread (kernels.blas does not split it)."""
+    return macs < blas.SPLIT_MIN_FLOPS
 
 
 def prefers_winograd(batch: int, out_h: int, out_w: int, in_channels: int, out_channels: int) -> bool:
     """The measured rule (see _MIN_CHANNELS above): whether Winograd is faster than the direct convolution."""
+    if not enough_channels(in_channels, out_channels):
+        return False
     tiles = batch * -(-out_h // 2) * -(-out_w // 2)
-    return enough_channels(in_channels, out_channels) and tiles * in_channels * out_channels >= _MIN_WORK
+    if _single_threaded(POSITIONS * tiles * in_channels * out_channels):
+        return True  # Winograd's GEMMs are not split: on one thread (or as a few tasks) its arithmetic wins
+    return min(in_channels, out_channels) >= _MIN_CHANNELS
 
 
 def winograd_filter(xp: Any, filt: Any) -> Any:
@@ -140,7 +163,7 @@ def winograd_filter(xp: Any, filt: Any) -> Any:
 # --- input transform: V = B^T d B of each tile's 4x4 input window ----------------------------------------
 
 
-@compiled("void(float32[:, :, :, ::1], int64, int64, int64, int64, int64, int64, int64, int64, float32[:, :, ::1])",
+@compiled(f"void({readonly(4)}, int64, int64, int64, int64, int64, int64, int64, int64, float32[:, :, ::1])",
           ops=("_TensorgateWinogradConv2D",))
 def _input_tiles_loop(x, pad_t, pad_l, tiles_w, b0, b1, ty0, ty1, t0, v):  # pragma: no cover
     """v[:, t0 + t] = B^T d B for the tiles of images [b0, b1), tile rows [ty0, ty1), numbered row-major
@@ -307,7 +330,7 @@ def winograd_conv2d_nhwc(
     tiles enough, each chunk is one task on the engine's pool: its input transform, 16 GEMMs, output
     transform and epilogue, at least two chunks per worker. Otherwise (a small convolution, BLAS's own
     threads, or a GPU) chunks run one after another, their transforms and their GEMMs split over the pool
-    (kernels.blas.matmul)."""
+    (kernels.blas.matmul), except where kernels.blas would not split the GEMMs: then all on the caller's thread."""
     if win.kh != 3 or win.kw != 3 or (win.stride_h, win.stride_w, win.dilation_h, win.dilation_w) != (1, 1, 1, 1):
         raise ValueError(f"Winograd F(2x2, 3x3) needs a 3x3 window of stride 1 and dilation 1, got {win}")
     n, c = x.shape[0], x.shape[3]
@@ -331,7 +354,13 @@ def winograd_conv2d_nhwc(
     total_bytes = n * tiles_h * row_bytes
     workers = pool_size()
     single_threaded_blas = xp is np and blas.blas_threads_limited()
-    if single_threaded_blas and total_bytes >= max(_MIN_TASK_BYTES, POSITIONS * c * k * 4 * 2):
+    gemm_work = POSITIONS * n * tiles_h * tiles_w * c * k
+    # GEMMs too small for kernels.blas to split: the transforms are too (the pool's hand-offs would cost more
+    # than they save), unless there is work enough for a few chunk tasks.
+    inline = _single_threaded(gemm_work)
+    small_tasks = inline and gemm_work >= _MIN_SMALL_TASK_WORK and workers > 1
+    if single_threaded_blas and total_bytes >= POSITIONS * c * k * 4 * 2 and (total_bytes >= _MIN_TASK_BYTES
+                                                                             or small_tasks):
         budget = min(chunk_bytes, total_bytes // (2 * workers))
 
         def work(part: Chunk) -> None:
@@ -359,7 +388,7 @@ def winograd_conv2d_nhwc(
         def first_tile(piece: Chunk, part: Chunk = part, tile_rows: int = tile_rows) -> int:
             return ((piece.b0 - part.b0) * tile_rows + piece.r0 - part.r0) * tiles_w
 
-        pieces = _split(part, workers)
+        pieces = [part] if inline else _split(part, workers)
         run_chunks(xp, lambda piece, v=v: input_tiles(xp, x, win, piece, v, first_tile(piece), compiled=fast), pieces)
         # From the request's thread: the 16 GEMMs split over the pool by position (kernels.blas explains why
         # not BLAS's own threads).

@@ -255,3 +255,19 @@ def test_large_image_split_into_row_blocks_matches_naive_loops(run_kernel, op, f
         else:
             want = naive_grouped_conv(crop, w, (1, 1), (1, 1), "VALID")
         np.testing.assert_allclose(y[:, r0 + 1 : r0 + 8, 31:38], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k,padding", [(3, "SAME"), (1, "VALID")])
+def test_grouped_conv2d_chunks_on_the_pool_match_per_group_loops(monkeypatch, k, padding):
+    """With BLAS single-threaded (a Session's default), a grouped convolution's chunks run as pool tasks, each
+    with patches of its own: the results must not depend on it."""
+    from kernels import blas
+    from kernels.nn import conv
+
+    blas.limit_blas_threads()
+    monkeypatch.setattr(conv, "_PATCH_BYTES_PER_CHUNK", 4096)
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((3, 11, 10, 56), dtype=np.float32)
+    w = rng.standard_normal((k, k, 8, 56), dtype=np.float32) / np.float32(np.sqrt(k * k * 8))
+    y = conv.conv2d(np, x, w, strides=(1, 1, 1, 1), padding=padding)[0]
+    np.testing.assert_allclose(y, naive_grouped_conv(x, w, (1, 1), (1, 1), padding), rtol=1e-5, atol=1e-5)

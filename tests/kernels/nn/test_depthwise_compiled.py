@@ -23,6 +23,9 @@ GEOMETRIES = [
     (1, 1, 1, 4, 3, 2, "SAME", 1, 1),
     (1, 2, 3, 4, 5, 1, "SAME", 1, 1),  # a kernel larger than the image: every tap range clipped
     (2, 6, 6, 3, 3, 3, "VALID", 3, 1),
+    (1, 11, 13, 6, 7, 2, "SAME", 1, 1),  # NASNet's 7x7 stride 2: phase rows at every tap offset
+    (2, 9, 9, 8, 3, 2, "SAME", 1, 2),  # a stride and a dilation: taps on both phases
+    (1, 6, 7, 600, 3, 1, "SAME", 1, 1),  # wider than a row segment: segments of one pixel
 ]
 
 

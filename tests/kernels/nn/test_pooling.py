@@ -115,3 +115,61 @@ def test_large_batch_split_across_chunks(run_kernel):
     x = np.random.default_rng(3).standard_normal((6, 64, 64, 32), dtype=np.float32)
     (y,) = run_kernel("MaxPool", x, ksize=(1, 3, 3, 1), strides=(1, 2, 2, 1), padding="SAME")
     np.testing.assert_array_equal(y, naive_pool(x, (3, 3), (2, 2), "SAME", "max"))
+
+
+# --- the compiled pass (kernels.nn.pooling._pool_rows) held to its numpy twin ---------------------------------
+
+
+def _compiled_and_twin(op, x, **attrs):
+    from kernels.nn import pooling
+
+    fn = {"MaxPool": pooling.max_pool, "AvgPool": pooling.avg_pool}[op]
+    return fn(np, x, **attrs, compiled=True)[0], fn(np, x, **attrs, compiled=False)[0]
+
+
+needs_numba = pytest.mark.skipif(not __import__("kernels.jit").jit.AVAILABLE, reason="needs numba")
+
+
+@needs_numba
+@pytest.mark.parametrize("op,hw,k,strides,padding,explicit",
+                         [("MaxPool", *g) for g in GEOMETRIES] + [("AvgPool", *g) for g in GEOMETRIES if g[3] != "EXPLICIT"])
+def test_compiled_pass_equals_twin(op, hw, k, strides, padding, explicit):
+    x = np.random.default_rng(4).standard_normal((3, *hw, 13), dtype=np.float32)
+    got, twin = _compiled_and_twin(op, x, **_attrs(k, strides, padding, explicit, "NHWC"))
+    assert got.dtype == twin.dtype == np.float32 and got.shape == twin.shape
+    np.testing.assert_array_equal(got, twin)
+    want = naive_pool(x, k, strides, padding, "max" if op == "MaxPool" else "mean", explicit or ((0, 0), (0, 0)))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@needs_numba
+def test_compiled_max_lets_nan_win_and_ignores_padding():
+    x = np.full((1, 4, 4, 2), -np.inf, np.float32)
+    x[0, 1, 1, 0] = np.nan
+    x[0, 3, 3, 1] = -3.0
+    got, twin = _compiled_and_twin("MaxPool", x, ksize=(1, 2, 2, 1), strides=(1, 2, 2, 1), padding="SAME")
+    np.testing.assert_array_equal(got, twin)
+    assert np.isnan(got[0, 0, 0, 0]) and not np.isnan(got[0, 0, 1, 0])
+    assert got[0, 1, 1, 1] == -3.0 and got[0, 0, 0, 1] == -np.inf
+
+
+@needs_numba
+def test_compiled_pass_splits_large_batches_and_reads_views():
+    x = np.random.default_rng(5).standard_normal((5, 40, 33, 24), dtype=np.float32)
+    view = x[:, :, 1:]  # not contiguous: the kernel copies it
+    for op in ("MaxPool", "AvgPool"):
+        got, twin = _compiled_and_twin(op, view, ksize=(1, 3, 3, 1), strides=(1, 2, 2, 1), padding="SAME")
+        np.testing.assert_array_equal(got, twin)
+
+
+@needs_numba
+def test_compiled_flag_leaves_other_dtypes_and_nchw_to_the_twin():
+    from kernels.nn import pooling
+
+    x = np.random.default_rng(6).standard_normal((2, 3, 6, 6))
+    for data_format, dtype in (("NCHW", np.float32), ("NHWC", np.float64)):
+        xs = x.astype(dtype)
+        attrs = _attrs((3, 3), (2, 2), "SAME", None, data_format)
+        got = pooling.avg_pool(np, xs, **attrs, compiled=True)[0]
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, pooling.avg_pool(np, xs, **attrs, compiled=False)[0])
