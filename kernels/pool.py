@@ -3,14 +3,15 @@
 Large CPU kernels split their output into `Chunk`s of whole images (or, for large images, row blocks of
 one image) so that each chunk's working set stays in cache, and run them with `run_chunks` / `run_tasks`
 on one process-wide pool, a thread per available core: numpy's ufunc loops, BLAS and the compiled
-kernels release the GIL, so chunks run in parallel. The caller takes the first item itself, and work
-submitted from a pool thread runs inline (waiting on the pool it occupies could deadlock);
+kernels release the GIL, so chunks run in parallel. The caller is one of as many runners as there are
+cores, each drawing the next chunk when it finishes one, and work submitted from a pool thread runs inline (waiting on the pool it occupies could deadlock);
 `in_pool_task` tells BLAS threading (kernels.blas) when the cores are taken already.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -87,10 +88,17 @@ def pool_size() -> int:
 
 
 def run_tasks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
-    """Run `work` on every item on the engine's kernel pool (in order here when there is one item, one
-    core, or the caller is a pool thread itself); a worker's exception is raised here."""
+    """work(item) for every item, on min(len(items), pool threads) runners, the caller one of them, each
+    drawing the next item when it finishes one (in order on the caller when that is one runner, or when the
+    caller is a pool task itself). An item's exception stops the runners and is raised here.
+
+    Runners rather than an item per pool task: handing every item to a pool as large as the cores ran one
+    thread more than there are cores while the caller took its share (three threads on two cores, the last
+    item finishing alone), and paid a hand-off per item; runners hand off once each and draw items as
+    small as the kernel's cache blocking wants."""
     global _POOL
-    if len(items) < 2 or _cpu_count() < 2 or in_pool_task():
+    runners = min(len(items), _cpu_count())
+    if runners < 2 or in_pool_task():
         for item in items:
             work(item)
         return
@@ -98,16 +106,33 @@ def run_tasks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
         with _POOL_LOCK:
             if _POOL is None:
                 _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix=POOL_THREAD_PREFIX)
-    # The caller takes the first item itself rather than idling while it waits: one hand-off fewer, and
-    # the calling thread's core is not left to the scheduler. While it does, it counts as a pool thread.
-    futures = [_POOL.submit(work, item) for item in items[1:]]
+    # next() on itertools.count is one C call: atomic under the GIL, so no two runners draw the same item.
+    drawn = itertools.count()
+    failed: list[BaseException] = []
+
+    def runner() -> None:
+        while not failed:
+            i = next(drawn)
+            if i >= len(items):
+                return
+            try:
+                work(items[i])
+            except BaseException as e:  # noqa: BLE001 - any failure stops the other runners, raised below
+                failed.append(e)
+                return
+
+    futures = [_POOL.submit(runner) for _ in range(runners - 1)]
+    # The caller is a runner rather than idling while it waits: the calling thread's core is not left to the
+    # scheduler. While it runs, it counts as a pool thread.
     _CALLER.in_task = True
     try:
-        work(items[0])
+        runner()
     finally:
         _CALLER.in_task = False
         for future in futures:
-            future.result()  # a worker's exception is raised here (after every item has finished)
+            future.result()
+    if failed:
+        raise failed[0]
 
 
 def in_pool_task() -> bool:

@@ -19,7 +19,6 @@ Data flows from the geometry to the bodies to the fused forms:
     rotary             _TensorgateRotary: rotary position embeddings, rotate-half form
     projection         _TensorgateProjection, _TensorgateSplitProjection, _TensorgateGatedProjection: dense
                        layers with a bias or an addend, side by side, and gated
-    work_sharing       run_shared: parts of a kernel's work drawn by as many runners as the pool has threads
     conv_epilogue      a convolution block's bias, residual addend and ReLU-family activation as one compiled pass
     fused              _FusedConv2D, _FusedDepthwiseConv2dNative, _FusedMatMul, _TensorgateDense: a body
                        with its epilogue

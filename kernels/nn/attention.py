@@ -19,7 +19,7 @@ other before the scores (T5's position bias [1, N, T, S] and its padding mask's 
 broadcasting on its own, so that their sum [B, N, T, S] is never written.
 
 On CPU the float32 kernel computes the scores in blocks that stay in cache (a few batch items, up to 64
-queries), shared out to the engine's pool threads (kernels/nn/work_sharing.py): per block, one product of
+queries), shared out to the engine's pool threads (kernels.pool.run_tasks): per block, one product of
 queries and keys (BLAS, reading the queries in place through strided views, the block's keys copied into
 [H, S] rows), one compiled pass per score row for the scale, bias, mask and softmax (kernels/nn/
 transformer_rows.py), and one product with the values written straight into the output's layout. The numpy
@@ -35,15 +35,14 @@ import numpy
 
 from kernels.jit import use_compiled
 from kernels.nn import transformer_rows
-from kernels.nn.work_sharing import run_shared
-from kernels.pool import chunks
+from kernels.pool import chunks, run_tasks
 from kernels.registry import kernel
 
 __all__ = ["attention"]
 
 # Score elements per block: _QUERY_BLOCK queries of as many batch items as make _BLOCK_SCORES, whose product,
 # softmax and product with the values run in turn while its scores (256 KiB) are in L2. The blocks of a
-# batch's items are shared out to the engine's pool threads (kernels/nn/work_sharing.py). BLAS runs
+# batch's items are shared out to the engine's pool threads (kernels.pool.run_tasks). BLAS runs
 # products of up to 64 rows faster too (a seventh at [64, 128] x [128, 64], measured against one product
 # of all 128 queries).
 _BLOCK_SCORES = 1 << 16
@@ -217,7 +216,7 @@ def attention(
                 else:
                     oc[b0:b1, :, :, t0:t1] = numpy.matmul(s, vc[b0:b1])
 
-        run_shared(work, chunks(batch, 1, max(heads * rows * keys, 1), _BLOCK_SCORES))
+        run_tasks(work, chunks(batch, 1, max(heads * rows * keys, 1), _BLOCK_SCORES))
         return (out,)
     s = xp.matmul(qc, kc.swapaxes(-1, -2))
     s = s.reshape(s.shape[0], heads, sizes["T"], sizes["S"])

@@ -123,6 +123,10 @@ def _banded(x, ef, eb, df, db, pf, pb, residual, win: window.Window2D, expand_ac
     if out.size == 0:
         return out
     rows = max(1, (_BAND_BYTES // (width * mid * 4) - halo) // sh)
+    if n < pool.pool_size():
+        # Too few images for the pool's threads: at least a band per thread, or the late blocks (14x14, 7x7,
+        # a band each at batch 1) run on one core. Their halos' rows are expanded twice, less than it saves.
+        rows = min(rows, -(-win.out_h // pool.pool_size()))
     code = depthwise.ACTIVATION_CODES[depthwise_activation or None]
 
     def work(band: tuple[int, int, int]) -> None:

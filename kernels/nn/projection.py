@@ -8,7 +8,7 @@ bias and an addend where the graph added them to the product (a residual connect
 all rows (Keras freezes a bias-free Dense on 3-D data to Tensordot's ten small ops around a MatMul, or to a
 batched matmul that numpy runs as one GEMM per batch item; EinsumDense's attention projections,
 'abc,cde->abde' and 'abcd,cde->abe', to Einsum). A large product is made in tiles of rows shared out to the
-engine's pool threads (kernels/nn/work_sharing.py), each tile's bias and addend added while it is in cache.
+engine's pool threads (kernels.pool.run_tasks), each tile's bias and addend added while it is in cache.
 
 `_TensorgateSplitProjection(x, weights[, bias], sizes=..., units=..., ranks=..., has_bias=...)` is several
 projections of the same x (an attention's queries, keys and values) as one matmul against their weights side
@@ -38,8 +38,7 @@ from kernels import blas
 from kernels.jit import use_compiled
 from kernels.math.elementwise import sigmoid
 from kernels.nn import gelu, transformer_rows
-from kernels.nn.work_sharing import run_shared
-from kernels.pool import chunks
+from kernels.pool import chunks, run_tasks
 from kernels.registry import kernel
 
 __all__ = ["gated_projection", "projection", "split_projection"]
@@ -47,7 +46,7 @@ __all__ = ["gated_projection", "projection", "split_projection"]
 Gate = Literal["Silu", "GeluExact", "GeluApproximate", "Relu"]
 
 # Product elements per tile of rows: 512 KiB of float32, in L2 between the matmul and what follows it (the
-# gate, a bias, an addend). Tiles are shared out to the pool's threads (kernels/nn/work_sharing.py).
+# gate, a bias, an addend). Tiles are shared out to the pool's threads (kernels.pool.run_tasks).
 _TILE_PRODUCT = 1 << 17
 # Products of fewer multiply-adds run as one single-threaded GEMM, not split over the pool by kernels.blas:
 # a batch-1 decoder's products (64 x 256 x 256: 4M, 0.09 ms) gain nothing from two halves once the hand-off
@@ -58,7 +57,7 @@ _SPLIT_MIN_MACS = 1 << 25
 
 def _tiles_on_the_pool(rows: int, cols: int, tile: Callable[[int, int], None]) -> None:
     """tile(r0, r1) over tiles of rows of a [rows, cols] product, shared out to the engine's pool threads."""
-    run_shared(lambda part: tile(part.b0, part.b1), chunks(rows, 1, max(cols, 1), _TILE_PRODUCT))
+    run_tasks(lambda part: tile(part.b0, part.b1), chunks(rows, 1, max(cols, 1), _TILE_PRODUCT))
 
 
 def _rows_product(xp: Any, x: Any, weights: Any, axes: int = 1) -> Any:

@@ -49,8 +49,7 @@ from kernels.nn.compiled_rows import (  # the float32 exp and erf polynomials, s
     _SQRT1_2,
     _SQRT_2_OVER_PI,
 )
-from kernels.nn.work_sharing import run_shared
-from kernels.pool import chunks
+from kernels.pool import chunks, run_tasks
 
 __all__ = ["GATES", "gated_into", "masked_softmax_into", "rms_norm", "rotate_half"]
 
@@ -71,7 +70,7 @@ def _tiled(rows: int, cols: int, work: Callable[[int, int], None]) -> None:
     if rows * cols <= _TILE_ELEMENTS:
         work(0, rows)
         return
-    run_shared(lambda part: work(part.b0, part.b1), chunks(rows, 1, max(cols, 1), _TILE_ELEMENTS))
+    run_tasks(lambda part: work(part.b0, part.b1), chunks(rows, 1, max(cols, 1), _TILE_ELEMENTS))
 
 
 # --- RMS normalisation ----------------------------------------------------------------------------------

@@ -124,10 +124,11 @@ def test_sigterm_finishes_every_accepted_request_then_exits_0(repository, queue)
         calls = _start_all(served, rest_rows, _rows(99, 128))  # under 64 KiB: decoded on the loop, counted at once
         sent = served.terminate()
 
-        # Readiness fails first: 503 while the listener is still open, or the connection refused once it closed.
+        # Readiness fails first: 503 while the listener is still open, or the connection refused once it closed
+        # (or reset, when it reached the listener as it closed: a loaded machine can be that slow).
         try:
             assert httpx.get(f"{served.url}/v2/health/ready", timeout=5).status_code == 503
-        except httpx.ConnectError:
+        except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
             pass
         # NOT_SERVING, or the call refused by a server already stopping (UNAVAILABLE; CANCELLED when it
         # arrives as gRPC's stop begins): anything but SERVING.

@@ -1,5 +1,5 @@
-"""kernels.nn.work_sharing: every part runs exactly once, on no more threads than the pool has, and a part's
-error reaches the caller."""
+"""kernels.pool.run_tasks: every item runs exactly once, on no more threads than the pool has (the caller one
+of them), and an item's error reaches the caller."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import time
 import pytest
 
 from kernels import pool
-from kernels.nn.work_sharing import run_shared
 
 
 @pytest.fixture(params=[1, 2, 3], ids=lambda n: f"threads{n}")
@@ -33,7 +32,7 @@ def test_every_part_runs_once_on_at_most_the_pools_threads(threads):
             running[0] -= 1
             done.append(part)
 
-    run_shared(work, list(range(23)))
+    pool.run_tasks(work, list(range(23)))
     assert sorted(done) == list(range(23))
     assert most[0] <= min(threads, pool.pool_size())
 
@@ -47,7 +46,7 @@ def test_a_failing_part_stops_the_runners_and_raises(threads):
         done.append(part)
 
     with pytest.raises(ValueError, match="part 3"):
-        run_shared(work, list(range(400)))
+        pool.run_tasks(work, list(range(400)))
     assert 3 not in done and len(done) < 399  # the runners stopped drawing parts
 
 
@@ -55,7 +54,7 @@ def test_inside_a_pool_task_parts_run_in_order_on_that_thread(threads):
     seen: dict[int, list[tuple[int, str]]] = {0: [], 1: []}
 
     def outer(item: int) -> None:
-        run_shared(lambda part: seen[item].append((part, threading.current_thread().name)), [10, 11, 12])
+        pool.run_tasks(lambda part: seen[item].append((part, threading.current_thread().name)), [10, 11, 12])
 
     pool.run_tasks(outer, [0, 1])
     for item in (0, 1):
