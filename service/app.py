@@ -44,7 +44,7 @@ from service.protocols.grpc.server import GrpcServer
 from service.protocols.inference_routes import InferenceRoutes
 from service.repository import ModelRepository
 from service.repository.management import RepositoryManagement
-from service.repository.manager import ModelManager
+from service.repository.manager import MemoryPolicy, ModelManager
 from service.repository.model_config_file import ModelConfigFile
 from service.repository.sources import ModelSources
 from service.repository.warmup import WarmupOptions
@@ -177,7 +177,8 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         channel_arguments(settings.grpc_channel_arguments)
     config_file = sources.config_file
     metrics = Metrics(lambda: manager.servables(),
-                      config_file_valid=lambda: None if config_file is None else config_file.error is None)
+                      config_file_valid=lambda: None if config_file is None else config_file.error is None,
+                      resident=lambda: manager.resident_versions(), memory_budget=settings.model_memory_bytes)
     stats = LiveStats()
 
     def on_batch(model: str, version: int, batch: BatchStats) -> None:
@@ -198,6 +199,10 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         per_version_batching=settings.per_version_batching_parameters,
         load_retries=settings.load_retries,
         load_retry_interval_s=settings.load_retry_interval_s,
+        memory=MemoryPolicy(settings.load_on_demand, settings.model_memory_bytes, settings.model_idle_unload_s),
+        on_loaded=lambda model, version, trigger: metrics.model_loads.labels(model, trigger).inc(),
+        on_unload=lambda model, version, reason: metrics.model_unloads.labels(model, reason).inc(),
+        on_cold_start=lambda model, seconds: metrics.cold_start.observe(seconds),
     )
     plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
                       metrics=metrics, stats=stats, inline_compute_s=settings.inline_compute_us / 1e6,

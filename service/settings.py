@@ -175,6 +175,21 @@ class Settings(BaseSettings):
     load_threads: int = Field(2, ge=1)
     """Threads loading and warming up model versions in the background."""
 
+    load_on_demand: bool = False
+    """List every version the version policies want but load each on its first request (requests arriving
+    during the load wait for it, up to their deadline); models whose config.yaml says `resident: true` load at
+    once. For repositories of many models, most of them idle."""
+
+    model_memory_bytes: int | None = Field(None, gt=0)
+    """Memory budget for loaded model versions (each measured when it loads: weights, constants, compiled
+    plans' buffers). Past it, the least recently used idle version is evicted, and loaded again by its next
+    request; versions with requests in flight or waiting, and `resident: true` models, are never evicted.
+    Unset: no budget (every wanted version stays loaded)."""
+
+    model_idle_unload_s: float = Field(0.0, ge=0)
+    """Unload versions that served no request for this many seconds (loaded again by their next request);
+    0: never. `resident: true` models stay."""
+
     load_retries: int = Field(0, ge=0)
     """How many times a version whose load failed is loaded again before it is given up (TensorFlow
     Serving's `--max_num_load_retries`, 5 there); a version given up loads again when its files change."""

@@ -126,6 +126,7 @@ class Observation:
         self.queue_s: float | None = None
         self.compute_s: float | None = None
         self.rows = 1  # the inputs' leading dimension: the inferences a request asked for
+        self.load_wait_s: float | None = None  # how long it waited for its version to load (a cold start)
 
 
 class DataPlane:
@@ -257,12 +258,27 @@ class DataPlane:
                 self.model_stats.record_request(obs.model, obs.version, duration_s=duration, ok=outcome == "success",
                                                 rows=obs.rows, queue_s=obs.queue_s, compute_s=obs.compute_s)
 
-    @contextlib.contextmanager
-    def lease(self, model: str, obs: Observation, version: int | None = None, label: str | None = None):
-        """The servable for a request, held until the block ends (an unload waits for it)."""
-        with self.manager.lease(model, version, label) as servable:
+    @contextlib.asynccontextmanager
+    async def lease(self, model: str, obs: Observation, version: int | None = None, label: str | None = None,
+                    timeout_s: float | None = None):
+        """The servable for a request, held until the block ends (an unload waits for it, an eviction
+        passes it by). A version kept out of memory is loaded first: the request waits for the load (one
+        per version, shared by every request waiting) up to its deadline, then gets DeadlineExceeded."""
+        reservation = self.manager.reserve(model, version, label)
+        try:
+            if reservation.load is not None:
+                timeout = self._timeout(timeout_s)
+                try:
+                    # shield: a request that gives up must not cancel the load the others wait for.
+                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(reservation.load)), timeout)
+                except TimeoutError:
+                    raise self.manager.waited_too_long(reservation, timeout) from None
+                obs.load_wait_s = time.monotonic() - reservation.started
+            servable = self.manager.servable_of(reservation)
             obs.version = str(servable.version)
             yield servable
+        finally:
+            self.manager.release(reservation)
 
     def prepare(self, servable: Servable, signature: Signature, inputs: Mapping[str, np.ndarray],
                 outputs: Sequence[str] | None) -> tuple[dict[str, np.ndarray], list[TensorSpec]]:

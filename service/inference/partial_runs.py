@@ -151,6 +151,8 @@ class PartialRuns:
         """The servable the run was set up on, held until the block ends; NotFound (and the run
         ends) when that version has been unloaded or reloaded since."""
         with contextlib.ExitStack() as stack:
+            if self._manager.needs_load(run.model, run.version):  # evicted or idle-unloaded since its setup
+                raise self._gone(run, f"version {run.version} of model '{run.model}' was unloaded (out of memory on purpose)")
             try:
                 servable = stack.enter_context(self._manager.lease(run.model, run.version))
             except (NotFound, Unavailable) as e:

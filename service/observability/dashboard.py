@@ -36,4 +36,8 @@ def dashboard_data(request: Request) -> JSONResponse:
     """Per-model request statistics over the rolling window (shape: `service.observability.stats.LiveStats.snapshot`)."""
     # A plain def, so it runs in the thread pool: under heavy traffic a snapshot sorts some
     # 100k samples per model, which must not stall the event loop that serves inference.
-    return JSONResponse(request.app.state.stats.snapshot(), headers={"Cache-Control": "no-store"})
+    snapshot = request.app.state.stats.snapshot()
+    manager = getattr(request.app.state, "manager", None)
+    if manager is not None:
+        snapshot["memory"] = manager.memory_summary()
+    return JSONResponse(snapshot, headers={"Cache-Control": "no-store"})

@@ -103,6 +103,32 @@ class _ManagerCollector:
         yield from (loaded, hits, misses, evictions, entries, build)
 
 
+class _ResidencyCollector:
+    """Bytes each loaded version holds (measured when it loaded) and in all, and the budget they are held to;
+    read from the model manager at scrape time."""
+
+    def __init__(self, resident: Callable[[], Iterable[tuple[str, int, int]]], budget: int | None):
+        self._resident, self._budget = resident, budget
+
+    def collect(self) -> Iterable[Metric]:
+        per_version = GaugeMetricFamily("tensorgate_model_resident_bytes",
+                                        "Memory a loaded model version holds (weights, constants, compiled plans' buffers)",
+                                        labels=["model", "version"])
+        total = 0
+        for model, version, size in self._resident():
+            per_version.add_metric([model, str(version)], size)
+            total += size
+        yield per_version
+        all_models = GaugeMetricFamily("tensorgate_models_resident_bytes", "Memory all loaded model versions hold")
+        all_models.add_metric([], total)
+        yield all_models
+        if self._budget is not None:
+            budget = GaugeMetricFamily("tensorgate_model_memory_budget_bytes",
+                                       "The memory budget loaded model versions are held to (TENSORGATE_MODEL_MEMORY_BYTES)")
+            budget.add_metric([], self._budget)
+            yield budget
+
+
 class _ConfigFileCollector:
     """Whether the model config file's current contents are served (1) or were rejected, the last
     good ones serving still (0); nothing without a model config file."""
@@ -202,7 +228,8 @@ class Metrics:
     """
 
     def __init__(self, servables: Callable[[], Iterable] = lambda: (), *, gpu: Callable[[], Any | None] = gpu_backend,
-                 config_file_valid: Callable[[], bool | None] = lambda: None):
+                 config_file_valid: Callable[[], bool | None] = lambda: None,
+                 resident: Callable[[], Iterable[tuple[str, int, int]]] = lambda: (), memory_budget: int | None = None):
         self.registry = CollectorRegistry()
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)
@@ -220,6 +247,15 @@ class Metrics:
         self.in_flight = Gauge("tensorgate_in_flight_requests", "Inference requests being handled", ["protocol"], registry=r)
         self.load_duration = Histogram("tensorgate_model_load_duration_seconds", "Time to load and warm up a model version",
                                        ["model"], buckets=LOAD_BUCKETS, registry=r)
+        self.model_loads = Counter("tensorgate_model_loads", "Model versions loaded, by what asked for the load "
+                                   "(policy: the version policy, at start or as files change; request: a request for a "
+                                   "version out of memory)", ["model", "trigger"], registry=r)
+        self.model_unloads = Counter("tensorgate_model_unloads", "Model versions unloaded, by reason (evicted: the memory "
+                                     "budget; idle; api; removed: files gone; policy: outside the version policy)",
+                                     ["model", "reason"], registry=r)
+        self.cold_start = Histogram("tensorgate_model_cold_start_seconds",
+                                    "Time a request waited for its version to load (lazy loading, evicted, idle)",
+                                    buckets=LOAD_BUCKETS, registry=r)
         self.triton = _TritonCollector()
         r.register(self.triton)
         # Label children by their labels: `labels()` per request (a lock, a tuple, validation) cost
@@ -229,6 +265,7 @@ class Metrics:
         r.register(_ManagerCollector(servables))
         r.register(_GpuMemoryCollector(gpu))
         r.register(_ConfigFileCollector(config_file_valid))
+        r.register(_ResidencyCollector(resident, memory_budget))
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (metric, labels)

@@ -216,7 +216,9 @@ def index_row(s: VersionStatus) -> dict[str, Any]:
     row: dict[str, Any] = {"name": s.model}
     if s.version:
         row["version"] = str(s.version)
-    row["state"] = _INDEX_STATE[s.state]
+    # A version kept out of memory on purpose (lazy loading, evicted, idle) is Triton's UNAVAILABLE with a reason
+    # saying its next request loads it.
+    row["state"] = "UNAVAILABLE" if s.unloaded else _INDEX_STATE[s.state]
     row["reason"] = s.error or s.reason or ""
     return row
 
@@ -271,7 +273,7 @@ async def infer(plane: DataPlane, model: str, version: int | None, request: v2.I
     if deadline_s is not None:
         timeout = deadline_s if timeout is None else min(timeout, deadline_s)
     check_known(plane.manager, model)
-    with plane.lease(model, obs, version) as servable:
+    async with plane.lease(model, obs, version, timeout_s=timeout) as servable:
         return await plane.infer(
             servable,
             servable.signature(signature_name),

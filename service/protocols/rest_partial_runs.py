@@ -157,7 +157,7 @@ async def _setup(request: Request, model: str, version: int | None, label: str |
     plane, runs = _plane(request), _runs(request)
     async with plane.observe(PROTOCOL, model) as obs:
         doc = _parse_setup(await read_body(request))
-        with plane.lease(model, obs, version, label) as servable:
+        async with plane.lease(model, obs, version, label) as servable:
             signature = servable.signature(doc.get("signature_name"))
             run = await plane.call(runs.open, servable, signature, doc["feeds"], doc["fetches"], doc["targets"])
     body = {

@@ -62,6 +62,15 @@ def parse_version(version: str) -> int:
     return int(version)
 
 
+def load_wait_header(obs) -> dict[str, str] | None:
+    """`Tensorgate-Load-Wait-Ms` on the answer to a request that waited for its version to load (lazy loading,
+    evicted, idle): how much of its latency was the cold start."""
+    return None if obs.load_wait_s is None else {LOAD_WAIT_HEADER: f"{obs.load_wait_s * 1e3:.1f}"}
+
+
+LOAD_WAIT_HEADER = "Tensorgate-Load-Wait-Ms"
+
+
 def _manager(request: Request) -> ModelManager:
     return request.app.state.manager
 
@@ -139,7 +148,7 @@ async def _predict(request: Request, model: str, version: int | None, label: str
     async with plane.observe("v1", model) as obs:
         body = await read_body(request)
         doc = await plane.maybe_call(len(body), tfserving.parse_predict_body, body)
-        with plane.lease(model, obs, version, label) as servable:
+        async with plane.lease(model, obs, version, label) as servable:
             signature = servable.signature(doc.get("signature_name"))
             decoded = await plane.maybe_call(len(body), _decode, doc, signature)
             with full_queue_unavailable():
@@ -150,7 +159,7 @@ async def _predict(request: Request, model: str, version: int | None, label: str
         size = sum(value.nbytes for value in outputs.values())
         content = await plane.maybe_call(size, tfserving_response.encode_predict_response, outputs, decoded.row_format)
         plane.response_limit.check_encoded(len(content))
-    return Response(content, media_type="application/json")
+    return Response(content, media_type="application/json", headers=load_wait_header(obs))
 
 
 async def predict(request: Request, model: str) -> Response:
@@ -203,7 +212,7 @@ async def _classify_or_regress(request: Request, model: str, version: int | None
         body = await read_body(request)
         message = ClassificationRequest() if classify else RegressionRequest()
         parsed = await plane.maybe_call(len(body), tfserving_examples.parse_examples_body, body, message)
-        with plane.lease(model, obs, version, label) as servable:
+        async with plane.lease(model, obs, version, label) as servable:
             run = examples.classify if classify else examples.regress
             result = await run(plane, servable, parsed, obs, check_method_name=check_method_name,
                                disconnected=lambda: wait_for_disconnect(request))

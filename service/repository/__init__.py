@@ -21,7 +21,8 @@ goes from files to serving:
 - `management`: the writes clients ask for (uploads, deletes, labels, the v2 repository's load and
   unload), each validated as a servable before it lands, then handed to the manager.
 - `manager`: which versions are loaded, kept in step with the disk (polling, loading with retries,
-  retiring), and the leases requests take on them.
+  retiring); `residency` its leases, memory budget, lazy loading and idle unloading; `status_reads`
+  what the endpoints read of it (status, index, readiness).
 - `server_core`: what TensorFlow Serving's ServerCore adds on top: a start that loads every model before
   the server listens (`tensorflow_model_server`), and ReloadConfig (HandleReloadConfigRequest).
 

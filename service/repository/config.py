@@ -7,6 +7,7 @@
         inputs: {x: "x:0"}
         outputs: {y: "y:0"}
     device: gpu                        # or cpu, cpu:N, gpu:N; default: the server's --device
+    resident: true                     # always loaded: not lazily, never evicted or unloaded when idle
 
 Unknown keys are errors (a typo must not silently change what is served), and so are device names
 that are not device names; `batching` is accepted and kept for the batching options to check.
@@ -128,6 +129,9 @@ class ModelConfig(BaseModel):
     reshape: dict[str, list[int]] = Field(default_factory=dict)
     # The tags of the MetaGraph a SavedModel version loads; None: the server's (`saved_model_tags`).
     saved_model_tags: list[str] | None = None
+    # Keep this model's versions loaded: loaded at once even with lazy loading, never evicted for the memory
+    # budget nor unloaded for idleness (ModelMesh and Triton users' "pinned" models).
+    resident: bool = False
 
     @field_validator("device")
     @classmethod
@@ -204,6 +208,8 @@ def dump_model_config(config: ModelConfig) -> str:
         doc["reshape"] = {k: list(v) for k, v in config.reshape.items()}
     if config.saved_model_tags is not None:
         doc["saved_model_tags"] = list(config.saved_model_tags)
+    if config.resident:
+        doc["resident"] = True
     return yaml.safe_dump(doc, sort_keys=False)
 
 

@@ -32,20 +32,26 @@ def _tf_serving_words(name: str, version: int | None) -> str:
     return f" (Servable not found for request: {request})"
 
 
+def _servable(record: VersionRecord) -> bool:
+    """Available, or kept out of memory on purpose and loaded for the request (parked, or loading for one)."""
+    return record.state is State.AVAILABLE or record.parked or record.on_demand
+
+
 def resolve(model: ModelRecord | None, name: str, version: int | None, label: str | None) -> VersionRecord:
-    """The available version a request for `name` (at `version` or `label`) runs on, or the error it gets."""
+    """The version a request for `name` (at `version` or `label`) runs on, or the error it gets: an
+    available version, or one parked or loading on demand (the request waits for its load)."""
     if model is None or (not model.versions and not model.on_disk):
         raise NotFound(f"model '{name}' not found{_tf_serving_words(name, version)}")
     version = _labelled(model, name, version, label)
     if version is None:
-        available = [r for v, r in sorted(model.versions.items()) if r.state is State.AVAILABLE]
+        available = [r for v, r in sorted(model.versions.items()) if _servable(r)]
         if available:
             return available[-1]
         raise Unavailable(f"no version of model '{name}' is available{why_unavailable(model)}")
     record = model.versions.get(version)
     if record is None:
         raise NotFound(f"model '{name}' has no version {version}{_tf_serving_words(name, version)}")
-    if record.state is State.AVAILABLE:
+    if _servable(record):
         return record
     if record.state in (State.START, State.LOADING):
         raise Unavailable(f"version {version} of model '{name}' is still loading")

@@ -4,12 +4,16 @@ endpoints show, and the records the manager keeps per model and per version.
 Each version goes START -> LOADING -> AVAILABLE -> UNLOADING -> END (TensorFlow Serving's
 ModelVersionStatus.State). A version that failed to load is END with an `error`; one that is not
 served for another reason (unloaded through the API, outside the version policy) carries a `reason`.
+A version the server keeps out of memory on purpose (lazy loading, evicted for the memory budget, idle)
+is START with `unloaded` set: its next request loads it (TensorFlow Serving's START: tracked, no action yet).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from service.repository.config import ModelConfig
 from service.repository.servable import Servable
@@ -36,6 +40,10 @@ class VersionStatus:
     state: State
     error: str | None = None  # why it failed to load (or why a reload failed, while the old one serves)
     reason: str | None = None  # why it is not served, when that is not a failure (unloaded, outside the policy)
+    # Not resident, on purpose (lazy loading, evicted, idle): the next request loads it (state START).
+    unloaded: bool = False
+    resident_bytes: int = 0  # measured when it loaded (engine.runtime.footprint); 0 while not loaded
+    pinned: bool = False  # config.yaml `resident: true`: never loaded lazily, evicted or unloaded for idleness
 
 
 @dataclass(eq=False)
@@ -52,6 +60,14 @@ class VersionRecord:
     # when either changes, so that a broken version is not reloaded on every poll.
     attempted: tuple | None = None
     loading: object | None = None  # the token of the load in flight; a newer token supersedes it
+    # Not resident on purpose (lazy loading, evicted for the memory budget, idle): the next request loads it.
+    parked: bool = False
+    source: Any = None  # where its files are (for a parked version's load)
+    pending_attempt: tuple | None = None  # the attempt a parked version's load will be
+    on_demand: bool = False  # the load in flight was started by a request, which waits for it
+    load_done: Future | None = None  # resolved when the load in flight ends, however it ends
+    last_used: float = 0.0  # time.monotonic() of its last request's end (or of its load)
+    resident_bytes: int = 0  # what the loaded servable holds (engine.runtime.footprint), 0 when not loaded
 
 
 @dataclass(eq=False)

@@ -35,6 +35,15 @@ RAW_METHODS = ("ModelInfer", "ModelStreamInfer")
 _STREAM_CONCURRENCY = 64
 
 
+
+async def _off_loop_if_loading(manager, name: str, version: str, read):
+    """read(manager, name, version) on a thread when it would wait for a parked version's load (lazy loading,
+    evicted), on the event loop otherwise."""
+    number = parse_version(version)
+    if manager.needs_load(name, number):
+        return await asyncio.to_thread(read, manager, name, number)
+    return read(manager, name, number)
+
 class InferenceService:
     """inference.GRPCInferenceService over a data plane and the repository's management."""
 
@@ -66,12 +75,12 @@ class InferenceService:
     @rpc
     async def ModelMetadata(self, request: pb.ModelMetadataRequest,
                             context: grpc.aio.ServicerContext) -> pb.ModelMetadataResponse:
-        document = oip.model_metadata(self.manager, request.name, parse_version(request.version))
+        document = await _off_loop_if_loading(self.manager, request.name, request.version, oip.model_metadata)
         return json_format.ParseDict(document, pb.ModelMetadataResponse())
 
     @rpc
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: grpc.aio.ServicerContext) -> pb.ModelConfigResponse:
-        document = oip.model_config(self.manager, request.name, parse_version(request.version))
+        document = await _off_loop_if_loading(self.manager, request.name, request.version, oip.model_config)
         return pb.ModelConfigResponse(config=json_format.ParseDict(document, model_config_pb2.ModelConfig()))
 
     @rpc

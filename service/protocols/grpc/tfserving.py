@@ -93,7 +93,7 @@ class PredictionService:
         request = await plane.maybe_call(len(raw), parse_message, predict_pb2.PredictRequest, raw)
         name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
         async with plane.observe("grpc", name) as obs:
-            with plane.lease(name, obs, version, label) as servable:
+            async with plane.lease(name, obs, version, label) as servable:
                 signature, inputs, outputs = await plane.maybe_call(len(raw), predict_inputs, servable, request)
                 with full_queue_unavailable():
                     result = await plane.infer(servable, signature, inputs, outputs, obs, timeout_s=deadline_s(context))
@@ -104,7 +104,7 @@ class PredictionService:
     async def _examples(self, request, context: grpc.aio.ServicerContext, run, response):
         name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
         async with self.plane.observe("grpc", name) as obs:
-            with self.plane.lease(name, obs, version, label) as servable:
+            async with self.plane.lease(name, obs, version, label) as servable:
                 result = await run(self.plane, servable, request, obs, check_method_name=self.check_method_name,
                                    timeout_s=deadline_s(context))
             response.result.CopyFrom(result.to_proto())
@@ -129,7 +129,7 @@ class PredictionService:
         first = request.tasks[0].model_spec
         name, version, label = _model_spec(first)
         async with self.plane.observe("grpc", name) as obs:
-            with self.plane.lease(name, obs, version, label) as servable:
+            async with self.plane.lease(name, obs, version, label) as servable:
                 return await examples.multi_inference(self.plane, servable, request, obs,
                                                       check_method_name=self.check_method_name,
                                                       timeout_s=deadline_s(context))
@@ -143,7 +143,10 @@ class PredictionService:
         for field in request.metadata_field:
             if field != SIGNATURE_DEF:
                 raise BadRequest(f"Metadata field {field} is not supported")
-        servable = self.manager.servable(name, version, label)
+        if self.manager.needs_load(name, version, label):  # a parked version: wait for its load off the loop
+            servable = await asyncio.to_thread(self.manager.servable, name, version, label)
+        else:
+            servable = self.manager.servable(name, version, label)
         signatures = json_format.ParseDict(documents.signature_def_map(servable.signatures),
                                            get_model_metadata_pb2.SignatureDefMap())
         response = get_model_metadata_pb2.GetModelMetadataResponse()
