@@ -211,6 +211,9 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         manager.start()  # already started by a server that waited for its models before listening
+        if settings.load_on_demand and settings.compiled_kernels:
+            # Models load on their first request: have the cached compiled kernels ready before it comes.
+            kernel_jit.preload_cached()
         grpc_server = None
         try:
             if serves_grpc:

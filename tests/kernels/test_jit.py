@@ -150,3 +150,29 @@ def test_settings_reach_the_engine(monkeypatch, tmp_path):
     assert settings.session_options().plan.compiled_kernels is False
     assert settings.session_options().tune_allocator is False
     assert settings.kernel_cache_dir == tmp_path / "k"
+
+
+@needs_numba
+def test_preload_cached_loads_what_the_cache_holds_and_compiles_nothing_else(tmp_path):
+    """A lazily loading server preloads cached kernels at start: in a fresh process over a cache holding the
+    depthwise loops, they are ready after the preload, and no function missing from the cache was compiled."""
+    fill = f"""
+        import engine
+        from kernels import jit
+        from tests.kernels.test_jit import _depthwise_graph
+        jit.configure(cache_dir={str(tmp_path)!r})
+        engine.Session(_depthwise_graph()).plan_for(["x:0"], ["y:0"])
+    """
+    _run_python(fill)
+    check = f"""
+        from kernels import jit
+        import engine  # registers every kernel's compiled functions
+        jit.configure(cache_dir={str(tmp_path)!r})
+        jit.preload_cached().join(120)
+        used = [f for f in jit.registered() if "DepthwiseConv2dNative" in f.ops]
+        assert used and all(f.ready for f in used), "the cached loops were not loaded"
+        assert all(f.compile_seconds < 5 for f in jit.registered() if f.ready)
+        print(sum(f.ready for f in jit.registered()), len(used))
+    """
+    ready, used = map(int, _run_python(check).strip().splitlines()[-1].split())
+    assert ready == used, "the preload compiled functions the cache did not hold"
