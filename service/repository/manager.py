@@ -306,8 +306,7 @@ class ModelManager(Residency, StatusReads):
     def _retire_surplus(self, model: ModelRecord, wanted: set[int], disk: Mapping) -> None:
         # Availability first: keep an unwanted version while nothing wanted is available yet, unless
         # its files are gone or the model was unloaded on purpose.
-        wanted_available = any(model.versions[v].state is State.AVAILABLE or model.versions[v].parked
-                               for v in wanted if v in model.versions)
+        wanted_available = any(model.versions[v].available for v in wanted if v in model.versions)
         wanted_pending = any(model.versions[v].loading is not None for v in wanted if v in model.versions)
         for v, record in model.versions.items():
             if v in wanted or record.state in (State.END, State.UNLOADING):

@@ -59,6 +59,7 @@ class Reservation:
     name: str
     load: Future | None  # the load the request waits for; None when the version was loaded already
     started: float  # when the request asked (for the cold-start latency)
+    servable: Servable | None  # the loaded version, when it was loaded already
 
 
 def _trim_heap() -> Callable[[], None]:
@@ -106,17 +107,15 @@ class Residency:
         """Park a loaded, idle version: out of memory now, loaded again by its next request."""
         record.parked, record.pending_attempt, record.reason = True, record.attempted, reason
         record.attempted = None
-        record.state = State.UNLOADING
-        self._end(record)
+        self._end(record)  # parked: START again
 
     def _evictable(self, model: ModelRecord, record: VersionRecord) -> bool:
         return (record.servable is not None and record.state is State.AVAILABLE and record.inflight == 0
                 and record.loading is None and not model.config.resident)
 
     def resident_total(self) -> int:
-        """Bytes the loaded versions hold, as measured when each loaded (0 without a memory budget)."""
-        with self._lock:
-            return sum(r.resident_bytes for m in self._models.values() for r in m.versions.values() if r.servable is not None)
+        """Bytes the loaded versions hold, as measured when each loaded."""
+        return sum(size for _, _, size in self.resident_versions())
 
     def _count(self, event: str) -> None:
         self._events[event] = self._events.get(event, 0) + 1
@@ -209,18 +208,19 @@ class Residency:
                 record.on_demand = True
                 log.info("loading model %s version %d for a request", name, record.version)
             waiting = record.load_done if record.servable is None else None
-            return Reservation(record, name, waiting, time.monotonic())
+            return Reservation(record, name, waiting, time.monotonic(), record.servable)
 
     def servable_of(self, reservation: Reservation) -> Servable:
         """The reserved version's servable, once its load (if any) has ended; the load's error otherwise."""
+        if reservation.load is None:
+            return reservation.servable  # loaded when reserved: held by the reservation since
         record = reservation.record
         with self._lock:
             if record.servable is not None:
-                if reservation.load is not None:
-                    waited = time.monotonic() - reservation.started
-                    self._cold_starts.append(waited)
-                    if self.on_cold_start is not None:
-                        self.on_cold_start(reservation.name, waited)
+                waited = time.monotonic() - reservation.started
+                self._cold_starts.append(waited)
+                if self.on_cold_start is not None:
+                    self.on_cold_start(reservation.name, waited)
                 return record.servable
             why = record.error or record.reason or record.state.value.lower()
         raise NotFound(f"version {record.version} of model '{reservation.name}' is not available: {why}")

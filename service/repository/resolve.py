@@ -34,7 +34,7 @@ def _tf_serving_words(name: str, version: int | None) -> str:
 
 def _servable(record: VersionRecord) -> bool:
     """Available, or kept out of memory on purpose and loaded for the request (parked, or loading for one)."""
-    return record.state is State.AVAILABLE or record.parked or record.on_demand
+    return record.available or record.on_demand
 
 
 def resolve(model: ModelRecord | None, name: str, version: int | None, label: str | None) -> VersionRecord:

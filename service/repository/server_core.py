@@ -43,7 +43,7 @@ def wait_for_models(manager: ModelManager, on_empty: Callable[[str, Path | None]
             pending = any(r.loading is not None for m in models.values() for r in m.versions.values())
             empty = sorted(name for name, m in models.items() if m.configured and not m.unloaded and not m.versions)
             failed = {name: why_unavailable(m).removeprefix(" (").removesuffix(")") for name, m in models.items()
-                      if m.versions and not any(r.state is State.AVAILABLE or r.parked for r in m.versions.values())}
+                      if m.versions and not any(r.available for r in m.versions.values())}
         if not pending and not empty:
             return failed
         for name in empty:

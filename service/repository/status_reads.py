@@ -23,7 +23,7 @@ class StatusReads:
         error = record.error or (f"config.yaml: {model.config_error}" if model.config_error else None)
         error = error or self.sources.problem(model.name)
         return VersionStatus(model.name, record.version, record.state, error, record.reason,
-                             unloaded=record.parked, resident_bytes=record.resident_bytes if record.servable else 0,
+                             unloaded=record.parked, resident_bytes=record.resident_bytes,
                              pinned=model.config.resident)
 
     def status(self, name: str, version: int | None = None, label: str | None = None) -> list[VersionStatus]:
@@ -62,7 +62,7 @@ class StatusReads:
     def versions_available(self, name: str) -> list[int]:
         with self._lock:
             model = self._models.get(name)
-            return sorted(v for v, r in model.versions.items() if r.state is State.AVAILABLE or r.parked) if model else []
+            return sorted(v for v, r in model.versions.items() if r.available) if model else []
 
     def model_ready(self, name: str, version: int | None = None) -> bool:
         with self._lock:
@@ -80,7 +80,7 @@ class StatusReads:
                 return False
             # A model directory with no version (yet) serves nothing and waits for an upload.
             return all(
-                any(r.state is State.AVAILABLE or r.parked for r in m.versions.values())
+                any(r.available for r in m.versions.values())
                 for m in self._models.values()
                 if m.on_disk and not m.unloaded and m.versions
             )

@@ -69,6 +69,11 @@ class VersionRecord:
     last_used: float = 0.0  # time.monotonic() of its last request's end (or of its load)
     resident_bytes: int = 0  # what the loaded servable holds (engine.runtime.footprint), 0 when not loaded
 
+    @property
+    def available(self) -> bool:
+        """Serving, or out of memory on purpose and loaded by its next request (parked)."""
+        return self.state is State.AVAILABLE or self.parked
+
 
 @dataclass(eq=False)
 class ModelRecord:
