@@ -41,7 +41,7 @@ def write_model(path: Path, rng: np.random.Generator, megabytes: float) -> None:
     floats = int(megabytes * 1e6 / 4)
     with graph.as_default():
         if rng.random() < 2 / 3:
-            width = max(16, int((floats / 2) ** 0.5))  # two width x width layers hold most of the weights
+            width = max(16, int(floats ** 0.5))  # the width x width layer holds most of the weights
             x = gb.placeholder("float32", [None, FEATURES], name="x")
             h = gb.layers.dense(x, rng.normal(0, 0.1, (FEATURES, width)).astype(np.float32),
                                 np.zeros(width, np.float32), activation="relu")
@@ -65,7 +65,7 @@ def write_model(path: Path, rng: np.random.Generator, megabytes: float) -> None:
 
 def write_repository(root: Path, models: int, total_gb: float, seed: int = 0) -> int:
     """`models` models of 1-30 MB (log-uniform, scaled to about `total_gb`); returns the bytes written."""
-    marker = root / f".complete-{models}-{total_gb}"
+    marker = root / f".complete-{models}-{total_gb}-v2"  # v2: MLPs of the size asked
     if marker.exists():
         return sum(f.stat().st_size for f in root.rglob("model.pb"))
     rng = np.random.default_rng(seed)
@@ -85,13 +85,17 @@ def footprint_against_rss(root: Path, count: int) -> dict:
     from engine import SessionOptions
     from engine.runtime.footprint import resident_bytes
     from service.repository.config import ModelConfig
+    from service.repository.residency import TRIM_HEAP
     from service.repository.servable import load_servable
 
     paths = sorted(root.glob("model_*/1/model.pb"))
     load_servable("warm", 1, paths[-1], ModelConfig(), SessionOptions())
     gc.collect()
     before = rss_bytes(os.getpid())
-    kept = [load_servable(p.parent.parent.name, 1, p, ModelConfig(), SessionOptions()) for p in paths[:count]]
+    kept = []
+    for path in paths[:count]:
+        kept.append(load_servable(path.parent.parent.name, 1, path, ModelConfig(), SessionOptions()))
+        TRIM_HEAP()  # as the server does after each load
     gc.collect()
     added = rss_bytes(os.getpid()) - before
     counted = sum(resident_bytes(s) for s in kept)
@@ -223,6 +227,9 @@ def drive(args: argparse.Namespace, url: str, pid: int, budget: int) -> dict:
         "evictions_per_s": round(samples[-1][3] / duration, 2),
         "rss_mb": {k: round(v / 1e6) for k, v in rss.items()}, "resident_mb": {k: round(v / 1e6) for k, v in resident.items()},
         "rss_growth_1min_to_end": round(rss["end"] / rss["1min"] - 1, 4) if "1min" in rss else None,
+        # One sample is noisy (a load in progress holds its parsed graph): each minute's mean too.
+        "rss_mean_per_minute_mb": [round(float(np.mean([r for t, r, _, _ in samples if m * 60 <= t < (m + 1) * 60])) / 1e6)
+                                   for m in range(int(duration // 60))],
     }
     print(json.dumps(result, indent=1))
     return result

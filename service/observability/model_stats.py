@@ -19,6 +19,8 @@ What each figure is here (Triton's definitions, docs/protocol/extension_statisti
   encoding, outside the model in Triton too, are not counted). `cache_hit`/`cache_miss` stay 0: there
   is no response cache.
 - `batch_stats`: per executed batch size, the executions and their compute time (input and output as above).
+- `memory_usage`: `[{"type": "CPU", "id": 0, "byte_size": N}]` while the version is loaded, N its footprint as
+  measured when it loaded (engine.runtime.footprint); empty while it is not in memory (lazy loading, evicted).
 """
 
 from __future__ import annotations
@@ -92,8 +94,9 @@ class ModelStatistics:
             stats.execution_count += 1
             stats.batches[batch_size].add(compute_s)
 
-    def document(self, model: str, version: str) -> dict:
-        """Triton's `$model_stat` for one version (zeros for one that has served nothing)."""
+    def document(self, model: str, version: str, resident_bytes: int = 0) -> dict:
+        """Triton's `$model_stat` for one version (zeros for one that has served nothing); `resident_bytes`:
+        the memory the loaded version holds (0: not in memory)."""
         with self._lock:
             stats = self._versions.get((model, str(version))) or _VersionStats()
             executions = stats.compute_infer.count
@@ -119,5 +122,5 @@ class ModelStatistics:
                      "compute_output": _zero_io(d.count)}
                     for size, d in sorted(stats.batches.items())
                 ],
-                "memory_usage": [],
+                "memory_usage": [{"type": "CPU", "id": 0, "byte_size": resident_bytes}] if resident_bytes else [],
             }

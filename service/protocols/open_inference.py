@@ -144,7 +144,7 @@ def statistics(plane: DataPlane, model: str | None, version: int | None) -> dict
             check_known(manager, model)
             which = f"'{model}'" if version is None else f"'{model}' version {version}"
             raise NotFound(f"requested model {which} is not available")
-    return {"model_stats": [plane.model_stats.document(s.model, str(s.version)) for s in loaded]}
+    return {"model_stats": [plane.model_stats.document(s.model, str(s.version), s.resident_bytes) for s in loaded]}
 
 
 def model_ready(manager: ModelManager, model: str, version: int | None) -> bool:

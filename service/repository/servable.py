@@ -10,11 +10,10 @@ Serving's warm-up file (`assets.extra/tf_serving_warmup_requests`) then replays 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -389,7 +388,9 @@ def load_servable(
     device = _device(config.device or default_device)
     try:
         loaded = _load_graph(source, saved_model_tags)
-        graph, declared = loaded.graph, loaded.declared
+        # A server never saves the graph back: the parsed GraphDef it was decoded from would keep a second
+        # copy of every constant (as much memory again as the weights) for as long as the version is loaded.
+        graph, declared = replace(loaded.graph, graph_def=None), loaded.declared
         session = Session(graph, device=device, options=_options_for(device, options))
         loaded.initialize(session)
     except (GraphError, DeviceError) as e:
@@ -425,7 +426,7 @@ def load_servable(
             lambda feeds, fetches: session.run(list(fetches), dict(feeds)), batching, name=f"{model}-{version}", on_batch=on_batch
         )
     log.info("loaded %s version %d on %s in %.3f s%s", model, version, device, seconds, " (batching)" if scheduler else "")
-    return dataclasses.replace(servable, load_seconds=seconds, scheduler=scheduler)
+    return replace(servable, load_seconds=seconds, scheduler=scheduler)
 
 
 def _version_dir(source: Path | bytes) -> Path | None:
@@ -441,7 +442,7 @@ def _options_for(device: str, options: SessionOptions) -> SessionOptions:
     """A model placed on logical CPU N needs a session with at least N + 1 logical CPUs."""
     kind, index = parse_device(device)
     if kind == "cpu" and index >= options.logical_cpus:
-        return dataclasses.replace(options, logical_cpus=index + 1)
+        return replace(options, logical_cpus=index + 1)
     return options
 
 

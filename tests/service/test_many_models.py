@@ -55,6 +55,9 @@ def test_lazy_loading_and_the_budget_through_the_server(tmp_path, make_server, c
     assert _metric(metrics, "tensorgate_model_resident_bytes", model="m0") > 0
     assert _metric(metrics, "tensorgate_models_resident_bytes") == sum(
         _metric(metrics, "tensorgate_model_resident_bytes", model=f"m{i}") for i in range(3))
+    stats = {row["name"]: row for row in http.get("/v2/models/stats").json()["model_stats"]}
+    assert stats["m0"]["memory_usage"] == [{"type": "CPU", "id": 0, "byte_size": int(_metric(
+        metrics, "tensorgate_model_resident_bytes", model="m0"))}]  # Triton's statistics say it too
     memory = http.get("/dashboard/data").json()["memory"]
     assert memory["loaded_versions"] == 3 and memory["loads"] == {"request": 3} and memory["cold_starts"] == 3
     assert memory["resident_bytes"] == _metric(metrics, "tensorgate_models_resident_bytes")
@@ -76,6 +79,8 @@ def test_evictions_past_the_budget_are_counted_and_reloaded_on_demand(tmp_path, 
     index = {row["name"]: row for row in http.post("/v2/repository/index", json={}).json()}
     assert index["m0"]["state"] == "READY" and index["m3"]["state"] == "READY"
     assert index["m1"]["state"] == "UNAVAILABLE" and re.match("evicted", index["m1"]["reason"])
+    stats = {row["name"]: row for row in http.get("/v2/models/stats").json()["model_stats"]}
+    assert "m1" not in stats and stats["m0"]["memory_usage"][0]["byte_size"] > 0  # Triton lists loaded versions
 
 
 def test_tritonclient_and_tf_serving_grpc_load_parked_models(tmp_path, make_server):
@@ -88,6 +93,8 @@ def test_tritonclient_and_tf_serving_grpc_load_parked_models(tmp_path, make_serv
     x = triton_grpc.InferInput("x", [3], "FP32")
     x.set_data_from_numpy(np.array([1.0, 2.0, 5.0], np.float32))
     assert client.infer("m0", [x]).as_numpy("y").tolist() == [2.5, 3.0, 4.5]
+    (usage,) = client.get_inference_statistics("m0").model_stats[0].memory_usage
+    assert usage.type == "CPU" and usage.byte_size > 0
     with grpc.insecure_channel(server.grpc_target) as channel:
         spec = model_pb2.ModelSpec(name="m1")
         status = Stub(channel, MODEL_SERVICE).GetModelStatus(get_model_status_pb2.GetModelStatusRequest(model_spec=spec))
