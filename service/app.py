@@ -35,7 +35,9 @@ from service.inference.partial_runs import PartialRuns
 from service.observability import dashboard
 from service.observability.metrics import CONTENT_TYPE, Metrics
 from service.observability.monitoring_config import prometheus_path
+from service.observability.payload_log import PayloadLogger
 from service.observability.stats import LiveStats
+from service.observability.tracing import Tracing
 from service.protocols import openapi, rest_partial_runs, rest_tfserving, rest_v2
 from service.protocols.bodies import BodyLimitMiddleware, request_limit, upload_limit
 from service.protocols.grpc.options import channel_arguments
@@ -43,6 +45,7 @@ from service.protocols.grpc.options import credentials as grpc_credentials
 from service.protocols.grpc.server import GrpcServer
 from service.protocols.inference_routes import InferenceRoutes
 from service.repository import ModelRepository
+from service.repository.config import ConfigError
 from service.repository.management import RepositoryManagement
 from service.repository.manager import MemoryPolicy, ModelManager
 from service.repository.model_config_file import ModelConfigFile
@@ -60,6 +63,8 @@ def _error_response(status: int, message: str, headers: dict | None = None) -> J
 
 async def _on_error(request: Request, error: Exception) -> JSONResponse:
     status = status_of(error)
+    if getattr(request.app, "tracing", None) is not None:
+        Tracing.record_error(error)  # on the request's server span
     if isinstance(error, MemoryError):  # the process survives it: answer, and keep serving
         log.warning("out of memory on %s %s: %r", request.method, request.url.path, error)
         return _error_response(status, out_of_memory_message(f"handling {request.method} {request.url.path}"))
@@ -103,17 +108,23 @@ class TensorgateApp(FastAPI):
     inference: InferenceRoutes
     inference_app: ASGIApp
 
-    # With CORS on (settings.cors), every request goes through Starlette's CORSMiddleware first.
+    # With CORS on (settings.cors_origins()), every request goes through Starlette's CORSMiddleware first.
     cors: ASGIApp | None = None
+    # With tracing on, every HTTP request runs under a server span, outermost (preflights included).
+    tracing: Tracing | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.tracing is not None and scope["type"] == "http" and "tensorgate.traced" not in scope:
+            scope["tensorgate.traced"] = True  # marks the request as traced, on its way back here
+            await self.tracing.http(scope, receive, send, self)
+            return
         if self.cors is not None and scope.get("cors") is None:
             scope["cors"] = True  # marks the request as passed through, on its way back here
             await self.cors(scope, receive, send)
             return
         if scope["type"] == "http" and (found := self.inference.match(scope["method"], scope["path"])) is not None:
             route, scope["path_params"] = found
-            scope["app"], scope["endpoint"] = self, route.endpoint
+            scope["app"], scope["endpoint"], scope["tensorgate.route"] = self, route.endpoint, route.path
             await self.inference_app(scope, receive, send)
             return
         if scope["type"] == "http" and (allowed := self.inference.allows(scope["path"])):
@@ -157,6 +168,30 @@ def _server_batching(settings: Settings) -> tuple[BatchingOptions, bool]:
     return read_batching_parameters(settings.batching_parameters_file, options), True
 
 
+# Response headers of ours a browser script may need: the binary extension's JSON length, a cold start's wait,
+# a shed request's Retry-After.
+_EXPOSED_HEADERS = ("Inference-Header-Content-Length", "Tensorgate-Load-Wait-Ms", "Retry-After")
+
+
+def _tracing(settings: Settings) -> Tracing | None:
+    """The tracer, when tracing is on; ConfigError when it is asked for without OpenTelemetry's SDK."""
+    if not settings.tracing_on():
+        return None
+    try:
+        return Tracing.start(settings.tracing_endpoint)
+    except ImportError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _payload_log(settings: Settings, metrics: Metrics) -> PayloadLogger | None:
+    if settings.payload_log_url is None and settings.payload_log_file is None:
+        return None
+    return PayloadLogger(url=settings.payload_log_url, path=settings.payload_log_file, mode=settings.payload_log_mode,
+                         sample_rate=settings.payload_log_sample_rate, queue_size=settings.payload_log_queue_size,
+                         timeout_s=settings.payload_log_timeout_s,
+                         on_outcome=lambda outcome: metrics.payload_events.labels(outcome).inc())
+
+
 def create_app(settings: Settings | None = None, *, grpc_port: int | None = None) -> TensorgateApp:
     """An application serving `settings.model_repository` and/or `settings.model_config_file`;
     models load when the app starts, and with `grpc_port` (0: a free one) the gRPC services start
@@ -180,6 +215,8 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
                       config_file_valid=lambda: None if config_file is None else config_file.error is None,
                       resident=lambda: manager.resident_versions(), memory_budget=settings.model_memory_bytes)
     stats = LiveStats()
+    tracing = _tracing(settings)
+    payload_log = _payload_log(settings, metrics)
 
     def on_batch(model: str, version: int, batch: BatchStats) -> None:
         plane.observe_batch(model, version, batch.rows, batch.compute_s)  # plane exists before any batch runs
@@ -206,7 +243,8 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
     )
     plane = DataPlane(manager, threads=settings.inference_threads, timeout_s=settings.request_timeout_s,
                       metrics=metrics, stats=stats, inline_compute_s=settings.inline_compute_us / 1e6,
-                      max_queued=settings.max_queued_requests, max_response_bytes=settings.max_response_bytes)
+                      max_queued=settings.max_queued_requests, max_response_bytes=settings.max_response_bytes,
+                      tracing=tracing, payload_log=payload_log)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -226,6 +264,10 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
                 await grpc_server.stop(settings.shutdown_grace_s)
             manager.stop()
             plane.close()
+            if payload_log is not None:
+                payload_log.close()
+            if tracing is not None:
+                tracing.shutdown()
 
     app = TensorgateApp(
         title="tensorgate",
@@ -233,10 +275,14 @@ def create_app(settings: Settings | None = None, *, grpc_port: int | None = None
         summary="A model server for TensorFlow graphs: TensorFlow Serving REST and the Open Inference Protocol (v2).",
         lifespan=lifespan,
     )
-    if settings.cors:
-        # TensorFlow Serving's --rest_api_enable_cors_support: any origin may call the REST API from a browser.
-        app.cors = CORSMiddleware(app, allow_origins=["*"], allow_methods=["GET", "POST", "PUT", "DELETE"],
-                                  allow_headers=["*"], expose_headers=["*"])
+    if origins := settings.cors_origins():
+        # Browsers on those origins may call every route (TensorFlow Serving's --rest_api_enable_cors_support:
+        # any origin); they may read our response headers too (a credentialed request reads the listed ones).
+        app.cors = CORSMiddleware(app, allow_origins=origins, allow_methods=settings.cors_allow_methods,
+                                  allow_headers=settings.cors_allow_headers,
+                                  allow_credentials=settings.cors_allow_credentials, max_age=settings.cors_max_age_s,
+                                  expose_headers=["*", *_EXPOSED_HEADERS])
+    app.tracing = tracing
     app.state.settings = settings
     app.state.manager = manager
     app.state.management = RepositoryManagement(manager)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -75,7 +76,53 @@ class Settings(BaseSettings):
 
     cors: bool = False
     """Answer CORS preflights and let any origin read HTTP responses (TensorFlow Serving's
-    `--rest_api_enable_cors_support`), for browser clients on another origin."""
+    `--rest_api_enable_cors_support`), for browser clients on another origin. `cors_allow_origins` narrows it."""
+
+    cors_allow_origins: list[str] = Field(default_factory=list)
+    """Origins browsers may call the HTTP API from (`https://app.example.com`, or `*` for any), as a JSON list:
+    CORS is on when it is set (or with `cors`: any origin). Preflights are answered on every route."""
+
+    cors_allow_methods: list[str] = Field(default_factory=lambda: ["GET", "POST", "PUT", "DELETE"])
+    """Methods a cross-origin request may use."""
+
+    cors_allow_headers: list[str] = Field(default_factory=lambda: ["*"])
+    """Request headers a cross-origin request may send (`*`: any, e.g. Authorization, Content-Type,
+    Inference-Header-Content-Length, traceparent)."""
+
+    cors_allow_credentials: bool = False
+    """Whether browsers may send cookies or HTTP authentication with cross-origin requests (then the origins
+    must be listed: a browser refuses credentials with `*`)."""
+
+    cors_max_age_s: int = Field(600, ge=0)
+    """How long a browser may cache a preflight's answer."""
+
+    tracing: bool | None = None
+    """OpenTelemetry traces of every request (`pip install 'tensorgate[otel]'`): a server span per REST or gRPC
+    request, continuing the caller's W3C `traceparent`, with spans for decode, load, queue, compute, encode and
+    one per batch. Unset: on when OpenTelemetry's variables name an exporter (`OTEL_EXPORTER_OTLP_ENDPOINT`,
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_TRACES_EXPORTER`); sampling and the exporter are theirs too."""
+
+    tracing_endpoint: str | None = None
+    """The OTLP traces URL (`http://collector:4318/v1/traces`), over `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`;
+    setting it turns tracing on."""
+
+    payload_log_url: str | None = None
+    """Send inference requests and responses as CloudEvents (KServe's logger format) to this HTTP sink."""
+
+    payload_log_file: Path | None = None
+    """Append inference requests and responses as CloudEvents in JSON lines to this file."""
+
+    payload_log_mode: Literal["request", "response", "all"] = "all"
+    """Which payloads the log gets."""
+
+    payload_log_sample_rate: float = Field(1.0, ge=0, le=1)
+    """The fraction of requests logged (sampled at random, a request with both its events)."""
+
+    payload_log_queue_size: int = Field(1000, ge=1)
+    """Events waiting to be sent; past it new events are dropped (and counted), never the request."""
+
+    payload_log_timeout_s: float = Field(2.0, gt=0)
+    """How long sending one event to `payload_log_url` may take before it is dropped."""
 
     grpc_socket_path: Path | None = None
     """Also serve gRPC on this Unix domain socket (TensorFlow Serving's `--grpc_socket_path`)."""
@@ -336,6 +383,24 @@ class Settings(BaseSettings):
         if self.model_base_path is not None and self.model_config_file is not None:
             raise ValueError("model_base_path serves one model, model_config_file a list of them: set one")
         return self
+
+    @model_validator(mode="after")
+    def _payload_log_sink(self) -> Settings:
+        if self.payload_log_url is not None and self.payload_log_file is not None:
+            raise ValueError("payload_log_url and payload_log_file are two sinks for the payload log: set one")
+        if self.payload_log_url is not None and not self.payload_log_url.startswith(("http://", "https://")):
+            raise ValueError(f"payload_log_url must be an http:// or https:// URL, not '{self.payload_log_url}'")
+        return self
+
+    def cors_origins(self) -> list[str]:
+        """The origins CORS allows ([]: CORS off)."""
+        return list(self.cors_allow_origins) or (["*"] if self.cors else [])
+
+    def tracing_on(self) -> bool:
+        """Whether requests are traced: `tracing`, or `tracing_endpoint`, or OpenTelemetry's variables."""
+        from service.observability.tracing import tracing_wanted
+
+        return tracing_wanted(True if self.tracing_endpoint and self.tracing is None else self.tracing)
 
     @field_validator("device")
     @classmethod

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -121,6 +122,7 @@ class _Task:
     future: Future
     enqueued: float = field(default_factory=time.monotonic)
     started: float | None = None  # when its batch began computing (queue time ends)
+    trace: Any = None  # the request's RequestTrace (service.observability.tracing) when it is traced
 
 
 def _batch_key(feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> tuple:
@@ -161,24 +163,24 @@ class BatchScheduler:
     # --- submitting --------------------------------------------------------------------------------
 
     def submit(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], *, priority: int = 0,
-               deadline: float | None = None) -> Future:
+               deadline: float | None = None, trace: Any = None) -> Future:
         """Queue a request; the future's result is (outputs in fetch order, queue seconds, compute
         seconds), or its error.
 
         All feeds must share their first dimension (the batch). Requests over `max_batch_size` rows
         are split into several tasks and reassembled. Cancelling the future drops the request if it
-        has not started computing.
+        has not started computing. A traced request (`trace`) learns the span of the batch it ran in.
         """
         rows = {a.shape[0] if a.ndim else None for a in feeds.values()}
         if len(rows) != 1 or None in rows:
             # Nothing to batch along: run alone, in a batch of its own.
-            return self._enqueue_all([dict(feeds)], fetches, priority, deadline, rows=1, batchable=False)
+            return self._enqueue_all([dict(feeds)], fetches, priority, deadline, rows=1, batchable=False, trace=trace)
         total = rows.pop()
         step = self.options.max_batch_size
         chunks = [{k: v[i : i + step] for k, v in feeds.items()} for i in range(0, max(total, 1), step)] if total > step else [dict(feeds)]
-        return self._enqueue_all(chunks, fetches, priority, deadline, rows=None, batchable=True)
+        return self._enqueue_all(chunks, fetches, priority, deadline, rows=None, batchable=True, trace=trace)
 
-    def _enqueue_all(self, chunks, fetches, priority, deadline, *, rows, batchable) -> Future:
+    def _enqueue_all(self, chunks, fetches, priority, deadline, *, rows, batchable, trace=None) -> Future:
         futures = []
         with self._cv:
             if self._closed:
@@ -194,7 +196,7 @@ class BatchScheduler:
                 )
             for chunk, n in zip(chunks, chunk_rows):
                 key = _batch_key(chunk, fetches) if batchable else ("alone", next(self._seq))
-                task = _Task(key, chunk, n, priority, deadline, Future())
+                task = _Task(key, chunk, n, priority, deadline, Future(), trace=trace)
                 self._fetches[key] = tuple(fetches)
                 heapq.heappush(self._queues.setdefault(key, []), (self._rank(priority), next(self._seq), task))
                 self._queued_rows += n
@@ -272,6 +274,7 @@ class BatchScheduler:
 
     def _execute(self, key: tuple, batch: list[_Task], fetches: tuple[str, ...]) -> None:
         start = time.perf_counter()
+        start_ns = time.time_ns()
         rows = sum(t.rows for t in batch)
         padded = rows
         try:
@@ -284,6 +287,11 @@ class BatchScheduler:
                 task.future.set_exception(e)
             return
         compute_s = time.perf_counter() - start
+        traces = [task.trace for task in batch if task.trace is not None]
+        if traces:  # before the results: a request reads its batch's span once its future is done
+            traces[0].tracing.batch(traces, start_ns, start_ns + int(compute_s * 1e9), rows,
+                                    {"tensorgate.batch.rows": rows, "tensorgate.batch.padded_size": padded,
+                                     "tensorgate.batch.requests": len(batch)})
         for task, outputs in zip(batch, results):
             task.future.set_result((outputs, task.started - task.enqueued, compute_s))
         if self._on_batch is not None:

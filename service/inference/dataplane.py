@@ -9,7 +9,8 @@ the loop too (a thread hop costs more than parsing a few kilobytes). The worker 
 (`admission`): past it a request is shed with 503 and Retry-After. When a shutdown's grace period ends,
 requests still waiting get 503 (`abort_waiting`). A request whose client disconnects or
 whose deadline passes is dropped if it has not started computing. Every request is observed once,
-in metrics and in the dashboard's live statistics.
+in metrics and in the dashboard's live statistics, and, when they are on, in a trace (its phases as spans:
+`service.observability.tracing`) and in the payload log (`service.observability.payload_log`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from service.inference.inline import InlineCosts
 from service.inference.response_limit import ResponseLimit
 from service.observability.metrics import Metrics
 from service.observability.model_stats import ModelStatistics
+from service.observability.payload_log import Body, PayloadLogger, PayloadRecord
+from service.observability.tracing import NO_PHASE, RequestTrace, Tracing
 from service.repository.manager import ModelManager
 from service.repository.servable import Servable
 from service.repository.signatures import (
@@ -117,16 +120,34 @@ def _outcome(error: BaseException | None) -> str:
 
 
 class Observation:
-    """What one request reports when it ends: the model version it reached, its queue and compute
-    time. Routes fill it in as they learn; `DataPlane.observe` records it."""
+    """What one request reports when it ends: the model version and signature it reached, its queue and
+    compute time, its payloads when the payload log samples it. Routes fill it in as they learn;
+    `DataPlane.observe` records it."""
 
     def __init__(self, protocol: str, model: str):
         self.protocol, self.model = protocol, model
         self.version = ""
+        self.signature = ""  # the signature it ran (one the model declares), for the metrics' label
+        self.trace: RequestTrace | None = None  # its server span, when the request is traced
+        self.payload: PayloadRecord | None = None  # when the payload log sampled it
         self.queue_s: float | None = None
         self.compute_s: float | None = None
         self.rows = 1  # the inputs' leading dimension: the inferences a request asked for
         self.load_wait_s: float | None = None  # how long it waited for its version to load (a cold start)
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager:
+        """A block of the request (decode, encode) as a span of its trace; nothing when it is not traced."""
+        return NO_PHASE if self.trace is None else self.trace.phase(name)
+
+    # The payload log's two calls; a route makes them only when `payload` is set (the log sampled the request),
+    # so that a server without the log builds nothing for it.
+    def log_request(self, body: Body, request_id: str | None = None) -> None:
+        """The request's payload, and its id (the events' id; a new one without)."""
+        self.payload.request, self.payload.id = body, request_id or self.payload.id
+
+    def log_response(self, body: Body) -> None:
+        """The response's payload."""
+        self.payload.response = body
 
 
 class DataPlane:
@@ -139,8 +160,10 @@ class DataPlane:
 
     def __init__(self, manager: ModelManager, *, threads: int, timeout_s: float, metrics: Metrics | None = None,
                  stats: Any | None = None, inline_compute_s: float = INLINE_COMPUTE_S, max_queued: int = 2**31,
-                 max_response_bytes: int | None = None, model_stats: ModelStatistics | None = None):
+                 max_response_bytes: int | None = None, model_stats: ModelStatistics | None = None,
+                 tracing: Tracing | None = None, payload_log: PayloadLogger | None = None):
         self.manager = manager
+        self.tracing, self.payload_log = tracing, payload_log
         self.model_stats = model_stats or ModelStatistics()  # Triton's statistics extension
         self.response_limit = ResponseLimit(max_response_bytes)
         self.timeout_s = timeout_s
@@ -233,9 +256,14 @@ class DataPlane:
     # --- requests ----------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def observe(self, protocol: str, model: str) -> AsyncIterator[Observation]:
-        """Time a request and record its outcome in metrics and live statistics."""
+    async def observe(self, protocol: str, model: str, endpoint: str = "") -> AsyncIterator[Observation]:
+        """Time a request and record its outcome in metrics and live statistics (and its trace and payloads,
+        when those are on); `endpoint` (the path or RPC) names it in the payload log."""
         obs = Observation(protocol, model)
+        if self.tracing is not None:
+            obs.trace = self.tracing.current()
+        if self.payload_log is not None and self.payload_log.sampled():
+            obs.payload = PayloadRecord(protocol, endpoint, model)
         start = time.perf_counter()
         in_flight = self.metrics.in_flight_gauge(protocol)
         in_flight.inc()
@@ -251,9 +279,17 @@ class DataPlane:
             # Label only models the server knows: a client must not mint series with made-up names.
             model_label = obs.model if obs.version or self.manager.knows(obs.model) else ""
             outcome = _outcome(error)
-            self.metrics.observe_request(model_label, obs.version, protocol, outcome, duration, obs.queue_s, obs.compute_s)
+            self.metrics.observe_request(model_label, obs.version, protocol, outcome, duration, obs.queue_s,
+                                         obs.compute_s, obs.signature)
             if self.stats is not None and model_label:
-                self.stats.record_request(model_label, obs.version, protocol, duration, outcome == "success", obs.queue_s)
+                self.stats.record_request(model_label, obs.version, protocol, duration, outcome == "success",
+                                          obs.queue_s, obs.signature)
+            if obs.trace is not None:
+                obs.trace.span.set_attributes({"tensorgate.model": obs.model, "tensorgate.model.version": obs.version,
+                                               "tensorgate.signature": obs.signature})
+            if obs.payload is not None and obs.version:
+                obs.payload.version, obs.payload.signature = obs.version, obs.signature
+                self.payload_log.emit(obs.payload)
             if obs.version:
                 self.model_stats.record_request(obs.model, obs.version, duration_s=duration, ok=outcome == "success",
                                                 rows=obs.rows, queue_s=obs.queue_s, compute_s=obs.compute_s)
@@ -274,6 +310,9 @@ class DataPlane:
                 except TimeoutError:
                     raise self.manager.waited_too_long(reservation, timeout) from None
                 obs.load_wait_s = time.monotonic() - reservation.started
+                if obs.trace is not None:
+                    now = time.time_ns()
+                    obs.trace.child("load", now - int(obs.load_wait_s * 1e9), now, {"tensorgate.model": model})
             servable = self.manager.servable_of(reservation)
             obs.version = str(servable.version)
             yield servable
@@ -315,15 +354,17 @@ class DataPlane:
     ) -> InferResult:
         """Run a request on a leased servable. Input and output names are signature aliases or graph
         tensor names; `outputs=None` means every output of the signature."""
+        obs.signature = signature.name
         feeds, specs = self.prepare(servable, signature, inputs, outputs)
         fetches = fetched_tensors(specs)
         timeout = self._timeout(timeout_s)
+        submitted_ns = time.time_ns() if obs.trace is not None else 0
         # NOTE: the parts of a ragged or sparse output do not follow the batch, so they cannot be split into
         # the rows of batched requests: such requests run alone.
         composite = any(s.composite is not None or s.component_of is not None for s in specs)
         if servable.scheduler is not None and not composite:
             deadline = time.monotonic() + timeout
-            future = servable.scheduler.submit(feeds, fetches, priority=priority, deadline=deadline)
+            future = servable.scheduler.submit(feeds, fetches, priority=priority, deadline=deadline, trace=obs.trace)
             values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         else:
             key = self.inline.key(feeds, fetches)
@@ -334,12 +375,25 @@ class DataPlane:
                 values, queue_s, compute_s = await self.wait(future, timeout, disconnected)
         obs.queue_s, obs.compute_s = queue_s, compute_s
         obs.rows = next((a.shape[0] for a in feeds.values() if a.ndim), 1)
+        if obs.trace is not None:
+            self._trace_run(obs, submitted_ns, signature)
         # Whoever encodes the outputs holds them to `response_limit` by its encoding (routes, gRPC
         # handlers, service.inference.examples), once per request.
         grouped = _grouped(specs, values)
         if servable.reshape:
             grouped = tuple((spec, servable.reshaped(spec.alias, v) if spec.composite is None else v) for spec, v in grouped)
         return InferResult(servable.model, servable.version, signature, grouped, servable.output_labels)
+
+    @staticmethod
+    def _trace_run(obs: Observation, submitted_ns: int, signature: Signature) -> None:
+        """The queue and compute spans of a request that ran (the compute linked to its batch's span)."""
+        trace = obs.trace
+        started = submitted_ns + int(obs.queue_s * 1e9)
+        trace.child("queue", submitted_ns, started)
+        batch_rows = trace.batch_rows or obs.rows
+        trace.child("compute", started, started + int(obs.compute_s * 1e9),
+                    {"tensorgate.signature": signature.name, "tensorgate.batch_size": batch_rows},
+                    links=() if trace.batch is None else (trace.batch,))
 
     def _run_timed(self, servable: Servable, feeds, fetches, key: tuple, submitted: float
                    ) -> tuple[list[np.ndarray], float, float]:

@@ -234,7 +234,9 @@ class Metrics:
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)
         r = self.registry
-        labels = ["model", "version", "protocol"]
+        # `signature`: the one the request ran, always one its model declares ("" before one was resolved), so
+        # the series stay bounded by the models' own signatures.
+        labels = ["model", "version", "protocol", "signature"]
         self.request_duration = Histogram("tensorgate_request_duration_seconds", "Time from request received to response ready",
                                           labels, buckets=LATENCY_BUCKETS, registry=r)
         self.queue_duration = Histogram("tensorgate_queue_duration_seconds", "Time a request waited in the batch queue or for a worker",
@@ -256,6 +258,9 @@ class Metrics:
         self.cold_start = Histogram("tensorgate_model_cold_start_seconds",
                                     "Time a request waited for its version to load (lazy loading, evicted, idle)",
                                     buckets=LOAD_BUCKETS, registry=r)
+        self.payload_events = Counter("tensorgate_payload_log_events", "Payload log events (service.observability."
+                                      "payload_log) by outcome: sent; queue_full or sink_error, dropped", ["outcome"],
+                                      registry=r)
         self.triton = _TritonCollector()
         r.register(self.triton)
         # Label children by their labels: `labels()` per request (a lock, a tuple, validation) cost
@@ -279,13 +284,13 @@ class Metrics:
         return self._child(self.in_flight, protocol)
 
     def observe_request(self, model: str, version: str, protocol: str, outcome: str, duration_s: float,
-                        queue_s: float | None = None, compute_s: float | None = None) -> None:
-        self._child(self.requests, model, version, protocol, outcome).inc()
-        self._child(self.request_duration, model, version, protocol).observe(duration_s)
+                        queue_s: float | None = None, compute_s: float | None = None, signature: str = "") -> None:
+        self._child(self.requests, model, version, protocol, signature, outcome).inc()
+        self._child(self.request_duration, model, version, protocol, signature).observe(duration_s)
         if queue_s is not None:
-            self._child(self.queue_duration, model, version, protocol).observe(queue_s)
+            self._child(self.queue_duration, model, version, protocol, signature).observe(queue_s)
         if compute_s is not None:
-            self._child(self.compute_duration, model, version, protocol).observe(compute_s)
+            self._child(self.compute_duration, model, version, protocol, signature).observe(compute_s)
         if model:  # Triton counts requests that reached a model
             ok = outcome == "success"
             self.triton.add(

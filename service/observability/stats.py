@@ -10,8 +10,8 @@ size, cheap enough to record on every request and summarised on demand for the d
 Each model keeps a ring of `window_s / bucket_s` time buckets; a bucket is `bucket_s` wide and aligned
 to multiples of `bucket_s` on the clock, and the one a slot holds is replaced (not aged) when the clock
 reaches a newer bucket for that slot. The window is the current, partial bucket plus the full buckets
-before it, as many as fit in the ring. Memory is bounded: at most `max_samples` durations and queue
-times per bucket (reservoir-sampled beyond that), and at most `max_models` models.
+before it, as many as fit in the ring. Memory is bounded: at most `max_samples` durations (per signature) and
+queue times per bucket (reservoir-sampled beyond that), and at most `max_models` models.
 
 Definitions used by `snapshot()` (the dashboard and its tests rely on them):
 
@@ -27,6 +27,9 @@ Definitions used by `snapshot()` (the dashboard and its tests rely on them):
   seconds, because a rate over a few milliseconds of data is noise. `span_s` is in the snapshot so
   that a reader can recompute every rate.
 - `error_rate` is `errors / requests` (0 for no requests); latencies and queue times are in ms.
+- `signatures` splits a model's window by the signature its requests ran (requests that failed before one was
+  resolved count under ""): the same figures. Durations are sampled per signature; a model's percentiles weigh
+  each signature's samples by the traffic they stand for, as across buckets.
 """
 
 from __future__ import annotations
@@ -97,25 +100,49 @@ class _Reservoir:
     def array(self) -> np.ndarray:
         return np.frombuffer(self.values, dtype=np.float64) if self.values else np.empty(0)
 
+    def copy(self) -> _Reservoir:
+        copy = _Reservoir()
+        copy.values, copy.seen = array("d", self.values), self.seen
+        return copy
+
 
 class _Bucket:
     """What one model did during one `bucket_s`-wide slice of time (`index` = start // bucket_s)."""
 
     __slots__ = (
-        "index", "requests", "errors", "durations", "queue", "batches", "batch_sum", "batch_max", "versions", "protocols"
+        "index", "requests", "errors", "queue", "batches", "batch_sum", "batch_max", "versions", "protocols", "signatures",
     )
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.requests = 0
         self.errors = 0
-        self.durations = _Reservoir()
         self.queue = _Reservoir()
         self.batches = 0
         self.batch_sum = 0
         self.batch_max = 0
         self.versions: dict[str, int] = {}
         self.protocols: dict[str, int] = {}
+        self.signatures: dict[str, _Signature] = {}  # each with its requests' durations
+
+    def durations(self) -> list[_Reservoir]:
+        return [sig.durations for sig in self.signatures.values()]
+
+
+class _Signature:
+    """One signature's requests within a bucket."""
+
+    __slots__ = ("requests", "errors", "durations")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.errors = 0
+        self.durations = _Reservoir()
+
+    def copy(self) -> _Signature:
+        copy = _Signature()
+        copy.requests, copy.errors, copy.durations = self.requests, self.errors, self.durations.copy()
+        return copy
 
 
 def _count(counts: dict[str, int], key: str) -> None:
@@ -185,20 +212,29 @@ class LiveStats:
         self._models: dict[str, _Ring] = {}
 
     def record_request(
-        self, model: str, version: str, protocol: str, duration_s: float, ok: bool, queue_s: float | None = None
+        self, model: str, version: str, protocol: str, duration_s: float, ok: bool, queue_s: float | None = None,
+        signature: str = "",
     ) -> None:
-        """One finished request: its end-to-end duration, whether it succeeded, and its time in a queue."""
+        """One finished request: its end-to-end duration, whether it succeeded, its time in a queue and the
+        signature it ran."""
         index = self._index(self._clock())
         with self._lock:
             bucket = self._ring(model, index).bucket(index)
             bucket.requests += 1
             if not ok:
                 bucket.errors += 1
-            bucket.durations.add(duration_s, self.max_samples, self._rng)
             if queue_s is not None:
                 bucket.queue.add(queue_s, self.max_samples, self._rng)
             _count(bucket.versions, str(version))
             _count(bucket.protocols, protocol)
+            by_signature = bucket.signatures.get(signature)
+            if by_signature is None:
+                if len(bucket.signatures) >= _MAX_KEYS:
+                    signature = _OTHER
+                by_signature = bucket.signatures.setdefault(signature, _Signature())
+            by_signature.requests += 1
+            by_signature.errors += 0 if ok else 1
+            by_signature.durations.add(duration_s, self.max_samples, self._rng)
 
     def record_batch(self, model: str, version: str, size: int) -> None:
         """One batch the model ran, of `size` requests' worth of rows."""
@@ -219,6 +255,8 @@ class LiveStats:
                                "p50_ms": x, "p95_ms": x, "p99_ms": x, "queue_p50_ms": x, "queue_p95_ms": x,
                                "batches": int, "batch_size_mean": x, "batch_size_max": int,
                                "versions": {version: int}, "protocols": {protocol: int},
+                               "signatures": {signature: {"requests": int, "errors": int, "rps": x,
+                                                          "error_rate": x, "p50_ms": x, "p95_ms": x, "p99_ms": x}},
                                "series": [{"t": bucket_start_unix_s, "span_s": s, "requests": int,
                                            "errors": int, "rps": x, "error_rate": x, "p50_ms": x,
                                            "p95_ms": x, "p99_ms": x, "queue_ms": x (p50),
@@ -269,7 +307,7 @@ class LiveStats:
         errors = sum(b.errors for b in buckets)
         batches = sum(b.batches for b in buckets)
         span = self._span(buckets[0].index * self.bucket_s, now, self.window_s)
-        p50, p95, p99 = _window_percentiles([b.durations for b in buckets], (50, 95, 99))
+        p50, p95, p99 = _window_percentiles([r for b in buckets for r in b.durations()], (50, 95, 99))
         queue_p50, queue_p95 = _window_percentiles([b.queue for b in buckets], (50, 95))
         return {
             "requests": requests,
@@ -287,8 +325,22 @@ class LiveStats:
             "batch_size_max": max(b.batch_max for b in buckets) if batches else None,
             "versions": _merge(b.versions for b in buckets),
             "protocols": _merge(b.protocols for b in buckets),
+            "signatures": self._signatures(buckets, span),
             "series": self._series(buckets, current, now),
         }
+
+    @staticmethod
+    def _signatures(buckets: list[_Bucket], span: float) -> dict[str, dict]:
+        names = sorted({name for b in buckets for name in b.signatures})
+        summaries = {}
+        for name in names:
+            parts = [b.signatures[name] for b in buckets if name in b.signatures]
+            requests, errors = sum(p.requests for p in parts), sum(p.errors for p in parts)
+            p50, p95, p99 = _window_percentiles([p.durations for p in parts], (50, 95, 99))
+            summaries[name] = {"requests": requests, "errors": errors, "rps": requests / span,
+                               "error_rate": errors / requests if requests else 0.0,
+                               "p50_ms": p50, "p95_ms": p95, "p99_ms": p99}
+        return summaries
 
     def _series(self, buckets: list[_Bucket], current: int, now: float) -> list[dict]:
         by_index = {b.index: b for b in buckets}
@@ -297,8 +349,7 @@ class LiveStats:
             start = index * self.bucket_s
             span = self._span(start, now, self.bucket_s)
             b = by_index.get(index) or _Bucket(index)
-            # Within one bucket every kept value has the same weight, so plain nearest-rank is exact.
-            p50, p95, p99 = _ms(nearest_rank(b.durations.array(), (50, 95, 99)))
+            p50, p95, p99 = _window_percentiles(b.durations(), (50, 95, 99))
             (queue_p50,) = _ms(nearest_rank(b.queue.array(), (50,)))
             points.append(
                 {
@@ -330,10 +381,10 @@ def _copy(bucket: _Bucket) -> _Bucket:
     """A bucket detached from the ring, so that the summary can run without the lock."""
     copy = _Bucket(bucket.index)
     copy.requests, copy.errors = bucket.requests, bucket.errors
-    copy.durations.values, copy.durations.seen = array("d", bucket.durations.values), bucket.durations.seen
-    copy.queue.values, copy.queue.seen = array("d", bucket.queue.values), bucket.queue.seen
+    copy.queue = bucket.queue.copy()
     copy.batches, copy.batch_sum, copy.batch_max = bucket.batches, bucket.batch_sum, bucket.batch_max
     copy.versions, copy.protocols = dict(bucket.versions), dict(bucket.protocols)
+    copy.signatures = {name: sig.copy() for name, sig in bucket.signatures.items()}
     return copy
 
 

@@ -19,6 +19,7 @@ from service.inference import examples
 from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane
 from service.inference.response_limit import JSON
+from service.observability.payload_log import JsonBody
 from service.protocols import tfserving_documents as documents
 from service.protocols.bodies import parse_json, read_body, save_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import tfserving, tfserving_examples, tfserving_response
@@ -145,20 +146,28 @@ def _decode(doc: dict, signature: Signature) -> tfserving.PredictRequest:
 
 async def _predict(request: Request, model: str, version: int | None, label: str | None) -> Response:
     plane = _plane(request)
-    async with plane.observe("v1", model) as obs:
+    async with plane.observe("v1", model, request.url.path) as obs:
         body = await read_body(request)
-        doc = await plane.maybe_call(len(body), tfserving.parse_predict_body, body)
+        if obs.payload is not None:  # the payload log samples this request
+            obs.log_request(JsonBody(body), request.headers.get("x-request-id"))
+        with obs.phase("decode"):
+            doc = await plane.maybe_call(len(body), tfserving.parse_predict_body, body)
         async with plane.lease(model, obs, version, label) as servable:
             signature = servable.signature(doc.get("signature_name"))
-            decoded = await plane.maybe_call(len(body), _decode, doc, signature)
+            with obs.phase("decode"):
+                decoded = await plane.maybe_call(len(body), _decode, doc, signature)
             with full_queue_unavailable():
                 result = await plane.infer(servable, signature, decoded.inputs, None, obs,
                                            disconnected=lambda: wait_for_disconnect(request))
         outputs = {spec.alias: value for spec, value in result.outputs}
         plane.response_limit.check_outputs((name, value, JSON) for name, value in outputs.items())
         size = sum(value.nbytes for value in outputs.values())
-        content = await plane.maybe_call(size, tfserving_response.encode_predict_response, outputs, decoded.row_format)
+        with obs.phase("encode"):
+            content = await plane.maybe_call(size, tfserving_response.encode_predict_response, outputs,
+                                             decoded.row_format)
         plane.response_limit.check_encoded(len(content))
+        if obs.payload is not None:
+            obs.log_response(JsonBody(content))
     return Response(content, media_type="application/json", headers=load_wait_header(obs))
 
 
@@ -208,16 +217,22 @@ async def _classify_or_regress(request: Request, model: str, version: int | None
                                classify: bool) -> Response:
     plane = _plane(request)
     check_method_name = request.app.state.settings.signature_method_name_check
-    async with plane.observe("v1", model) as obs:
+    async with plane.observe("v1", model, request.url.path) as obs:
         body = await read_body(request)
+        if obs.payload is not None:
+            obs.log_request(JsonBody(body), request.headers.get("x-request-id"))
         message = ClassificationRequest() if classify else RegressionRequest()
-        parsed = await plane.maybe_call(len(body), tfserving_examples.parse_examples_body, body, message)
+        with obs.phase("decode"):
+            parsed = await plane.maybe_call(len(body), tfserving_examples.parse_examples_body, body, message)
         async with plane.lease(model, obs, version, label) as servable:
             run = examples.classify if classify else examples.regress
             result = await run(plane, servable, parsed, obs, check_method_name=check_method_name,
                                disconnected=lambda: wait_for_disconnect(request))
         encode = tfserving_examples.encode_classification if classify else tfserving_examples.encode_regression
-        content = await plane.maybe_call(result.nbytes, encode, result)
+        with obs.phase("encode"):
+            content = await plane.maybe_call(result.nbytes, encode, result)
+        if obs.payload is not None:
+            obs.log_response(JsonBody(content))
     return Response(content, media_type="application/json")
 
 

@@ -17,6 +17,7 @@ from service.auth import require_admin, require_api
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane
 from service.inference.response_limit import BINARY, JSON
+from service.observability.payload_log import JsonBody, V2BinaryBody
 from service.protocols import open_inference as oip
 from service.protocols.bodies import BodyLimit, parse_json, read_body, upload_limit, wait_for_disconnect
 from service.protocols.codecs import v2, v2_tensors
@@ -214,22 +215,32 @@ def version_config(request: Request, model: str, version: str) -> dict[str, Any]
 
 async def _infer(request: Request, model: str, version: int | None) -> Response:
     plane = _plane(request)
-    async with plane.observe("v2", model) as obs:
+    async with plane.observe("v2", model, request.url.path) as obs:
         body = await read_body(request)
         header = request.headers.get(HEADER_LENGTH)
         if header is not None and not ASCII_DIGITS.fullmatch(header.strip()):
             raise BadRequest(f"invalid {HEADER_LENGTH} header '{header}': expected a byte count")
-        if header is not None and int(header) == 0:  # a raw binary request: the body is the one input's bytes
-            decoded = await plane.maybe_call(len(body), oip.raw_infer_request, plane.manager, model, version, body)
-        else:
-            decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body, None if header is None else int(header))
+        if obs.payload is not None:  # the payload log samples this request
+            obs.log_request(JsonBody(body) if header is None else V2BinaryBody(body, int(header)),
+                            request.headers.get("x-request-id"))
+        with obs.phase("decode"):
+            if header is not None and int(header) == 0:  # a raw binary request: the body is the one input's bytes
+                decoded = await plane.maybe_call(len(body), oip.raw_infer_request, plane.manager, model, version, body)
+            else:
+                decoded = await plane.maybe_call(len(body), v2.decode_infer_request, body,
+                                                 None if header is None else int(header))
+        if obs.payload is not None and not obs.payload.id:
+            obs.payload.id = decoded.id or None  # the body's id names its events when no header does
         result = await oip.infer(plane, model, version, decoded, obs, disconnected=lambda: wait_for_disconnect(request))
         size = sum(value.nbytes for _, value in result.outputs)
         outputs = oip.output_tensors(decoded, result, binary_default=False)
         plane.response_limit.check_outputs((name, array, BINARY if binary else JSON) for name, array, binary in outputs)
-        content, json_length = await plane.maybe_call(size, v2.encode_infer_response, model, str(result.version),
-                                                      decoded.id, outputs)
+        with obs.phase("encode"):
+            content, json_length = await plane.maybe_call(size, v2.encode_infer_response, model, str(result.version),
+                                                          decoded.id, outputs)
         plane.response_limit.check_encoded(len(content))
+        if obs.payload is not None:
+            obs.log_response(JsonBody(content) if json_length is None else V2BinaryBody(content, json_length))
     if json_length is None:
         return Response(content, media_type="application/json")
     return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})

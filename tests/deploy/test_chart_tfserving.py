@@ -36,6 +36,11 @@ SAMPLE_SETTINGS = {
     "prun_max_handles": 7, "prun_timeout_s": 12.5, "request_timeout_s": 2.5, "saved_model_tags": ["serve", "tpu"],
     "shutdown_grace_s": 12.5, "signature_method_name_check": True, "single_threaded_blas": False, "tune_allocator": False,
     "warmup": False, "warmup_iterations": 3,
+    "cors_allow_origins": ["https://app.example.com"], "cors_allow_methods": ["GET", "POST"],
+    "cors_allow_headers": ["content-type"], "cors_allow_credentials": True, "cors_max_age_s": 60,
+    "tracing": True, "tracing_endpoint": "http://collector:4318/v1/traces", "payload_log_url": "http://sink:8080/",
+    "payload_log_file": "/tmp/payloads.jsonl", "payload_log_mode": "request", "payload_log_sample_rate": 0.5,
+    "payload_log_queue_size": 10, "payload_log_timeout_s": 1.5,
 }
 
 
@@ -119,8 +124,9 @@ def test_every_setting_reaches_the_server_with_either_interface(render, interfac
     if interface == "tfserving":
         # Its own test (it replaces --model_name and --model_base_path), and one the chart refuses.
         del samples["model_config_file"], samples["check_input_shapes"]
-    # gRPC credentials come one way at a time.
-    groups = [{k: v for k, v in samples.items() if k != "grpc_alts"}, {"grpc_alts": True}]
+    # gRPC credentials come one way at a time, and the payload log goes to one sink.
+    groups = [{k: v for k, v in samples.items() if k not in ("grpc_alts", "payload_log_file")},
+              {"grpc_alts": True, "payload_log_file": "/tmp/payloads.jsonl"}]
     own = set(settings_from_flags(parse_flags(["--model_base_path=/m"])[0], environ={}))
     for group in groups:
         objects = render("--set", f"server.interface={interface}", "--set-json", f"settings={json.dumps(group)}")

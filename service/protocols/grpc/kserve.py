@@ -20,9 +20,11 @@ from google.protobuf import json_format
 from service.errors import BadRequest
 from service.inference.dataplane import DataPlane
 from service.inference.response_limit import BINARY, PROTO_FIELDS
+from service.observability.payload_log import ProtoBody
 from service.protocols import open_inference as oip
 from service.protocols.codecs import v2_grpc
 from service.protocols.grpc.rpc import deadline_s, grpc_status, parse_message, parse_version, rpc
+from service.protocols.grpc.services import INFERENCE_SERVICE
 from service.protocols.proto import grpc_service_pb2 as pb
 from service.protocols.proto import model_config_pb2
 from service.repository.archive import ArchiveLimits
@@ -33,6 +35,7 @@ __all__ = ["InferenceService", "RAW_METHODS"]
 RAW_METHODS = ("ModelInfer", "ModelStreamInfer")
 # Most ModelStreamInfer requests of one stream running at once; the stream reads no further meanwhile.
 _STREAM_CONCURRENCY = 64
+_MODEL_INFER = f"/{INFERENCE_SERVICE}/ModelInfer"  # the payload log's endpoint (streamed requests too)
 
 
 
@@ -97,15 +100,22 @@ class InferenceService:
         model = message.model_name
         if not model:
             raise BadRequest("the request names no model (model_name is empty)")
-        async with plane.observe("grpc", model) as obs:
-            decoded = await plane.maybe_call(len(raw), v2_grpc.decode_infer_request, message)
+        async with plane.observe("grpc", model, _MODEL_INFER) as obs:
+            if obs.payload is not None:  # the payload log samples this request
+                obs.log_request(ProtoBody(message), message.id or None)
+            with obs.phase("decode"):
+                decoded = await plane.maybe_call(len(raw), v2_grpc.decode_infer_request, message)
             result = await oip.infer(plane, model, parse_version(message.model_version), decoded, obs, deadline_s=deadline)
             outputs = oip.output_tensors(decoded, result, binary_default=True)
             plane.response_limit.check_outputs((name, array, BINARY if binary else PROTO_FIELDS)
                                                for name, array, binary in outputs)
             size = sum(array.nbytes for _, array, _ in outputs)
-            return await plane.maybe_call(size, v2_grpc.encode_infer_response, model, str(result.version),
-                                          decoded.id, outputs)
+            with obs.phase("encode"):
+                reply = await plane.maybe_call(size, v2_grpc.encode_infer_response, model, str(result.version),
+                                               decoded.id, outputs)
+            if obs.payload is not None:
+                obs.log_response(ProtoBody(reply, pb.ModelInferResponse))
+            return reply
 
     @rpc
     async def ModelInfer(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:

@@ -121,13 +121,15 @@ class GrpcServer:
             ],
         )
         self._credentials = credentials(settings)  # read now: a bad SSL config file stops the start
+        tracing = plane.tracing
         self._server.add_generic_rpc_handlers((
             generic_handler(PREDICTION_SERVICE, tfserving.PredictionService(
                 plane, check_method_name=settings.signature_method_name_check,
-                tensor_content=settings.predict_tensor_content), raw=tfserving.RAW_METHODS),
-            generic_handler(MODEL_SERVICE, tfserving.ModelService(plane.manager, reload_timeout_s=settings.request_timeout_s)),
+                tensor_content=settings.predict_tensor_content), raw=tfserving.RAW_METHODS, tracing=tracing),
+            generic_handler(MODEL_SERVICE, tfserving.ModelService(plane.manager, reload_timeout_s=settings.request_timeout_s),
+                            tracing=tracing),
             generic_handler(INFERENCE_SERVICE, kserve.InferenceService(plane, management, settings.archive_limits()),
-                            raw=kserve.RAW_METHODS),
+                            raw=kserve.RAW_METHODS, tracing=tracing),
         ))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

@@ -67,16 +67,20 @@ def _method_class(method: MethodDescriptor, side: str) -> type:
     return message_factory.GetMessageClass(method.input_type if side == "input" else method.output_type)
 
 
-def generic_handler(service: str, implementation: Any, raw: Iterable[str] = ()) -> grpc.GenericRpcHandler:
+def generic_handler(service: str, implementation: Any, raw: Iterable[str] = (), tracing: Any = None
+                    ) -> grpc.GenericRpcHandler:
     """The handler of `service` (a served name) over `implementation`, whose coroutine methods are named
     as the RPCs (methods it lacks answer UNIMPLEMENTED). Methods named in `raw` take and return
-    serialized messages, so that big ones are parsed and serialized off the event loop."""
+    serialized messages, so that big ones are parsed and serialized off the event loop. With `tracing`
+    (service.observability.tracing.Tracing), every call runs under a server span."""
     raw = set(raw)
     handlers = {}
     for method in SERVICES[service].methods:
         behaviour = getattr(implementation, method.name, None)
         if behaviour is None:
             continue
+        if tracing is not None:
+            behaviour = tracing.grpc(service, method.name, behaviour)
         as_bytes = method.name in raw
         options = dict(
             request_deserializer=None if as_bytes else _method_class(method, "input").FromString,

@@ -24,8 +24,10 @@ from service.inference.batching import full_queue_unavailable
 from service.inference.dataplane import DataPlane, InferResult
 from service.inference.predict import predict_inputs
 from service.inference.response_limit import PROTO_FIELDS
+from service.observability.payload_log import ProtoBody
 from service.protocols import tfserving_documents as documents
 from service.protocols.grpc.rpc import deadline_s, grpc_status, parse_message, rpc
+from service.protocols.grpc.services import PREDICTION_SERVICE
 from service.protocols.proto import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -92,23 +94,35 @@ class PredictionService:
         plane = self.plane
         request = await plane.maybe_call(len(raw), parse_message, predict_pb2.PredictRequest, raw)
         name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
-        async with plane.observe("grpc", name) as obs:
+        async with plane.observe("grpc", name, f"/{PREDICTION_SERVICE}/Predict") as obs:
+            if obs.payload is not None:
+                obs.log_request(ProtoBody(request))
             async with plane.lease(name, obs, version, label) as servable:
-                signature, inputs, outputs = await plane.maybe_call(len(raw), predict_inputs, servable, request)
+                with obs.phase("decode"):
+                    signature, inputs, outputs = await plane.maybe_call(len(raw), predict_inputs, servable, request)
                 with full_queue_unavailable():
                     result = await plane.infer(servable, signature, inputs, outputs, obs, timeout_s=deadline_s(context))
             plane.response_limit.check_outputs((spec.alias, value, PROTO_FIELDS) for spec, value in result.outputs)
             size = sum(getattr(value, "nbytes", 0) for _, value in result.outputs)
-            return await plane.maybe_call(size, _predict_response, request, result, self.typed_fields)
+            with obs.phase("encode"):
+                reply = await plane.maybe_call(size, _predict_response, request, result, self.typed_fields)
+            if obs.payload is not None:
+                obs.log_response(ProtoBody(reply, predict_pb2.PredictResponse))
+            return reply
 
     async def _examples(self, request, context: grpc.aio.ServicerContext, run, response):
         name, version, label = _model_spec(request.model_spec, request.HasField("model_spec"))
-        async with self.plane.observe("grpc", name) as obs:
+        method = "Classify" if run is examples.classify else "Regress"
+        async with self.plane.observe("grpc", name, f"/{PREDICTION_SERVICE}/{method}") as obs:
+            if obs.payload is not None:
+                obs.log_request(ProtoBody(request))
             async with self.plane.lease(name, obs, version, label) as servable:
                 result = await run(self.plane, servable, request, obs, check_method_name=self.check_method_name,
                                    timeout_s=deadline_s(context))
             response.result.CopyFrom(result.to_proto())
             examples.fill_model_spec(response.model_spec, name, request.model_spec.signature_name, servable.version)
+            if obs.payload is not None:
+                obs.log_response(ProtoBody(response))
             return response
 
     @rpc
@@ -128,11 +142,16 @@ class PredictionService:
             raise BadRequest("MultiInferenceRequest has no tasks.")
         first = request.tasks[0].model_spec
         name, version, label = _model_spec(first)
-        async with self.plane.observe("grpc", name) as obs:
+        async with self.plane.observe("grpc", name, f"/{PREDICTION_SERVICE}/MultiInference") as obs:
+            if obs.payload is not None:
+                obs.log_request(ProtoBody(request))
             async with self.plane.lease(name, obs, version, label) as servable:
-                return await examples.multi_inference(self.plane, servable, request, obs,
-                                                      check_method_name=self.check_method_name,
-                                                      timeout_s=deadline_s(context))
+                response = await examples.multi_inference(self.plane, servable, request, obs,
+                                                          check_method_name=self.check_method_name,
+                                                          timeout_s=deadline_s(context))
+            if obs.payload is not None:
+                obs.log_response(ProtoBody(response))
+            return response
 
     @rpc
     async def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest,

@@ -162,6 +162,20 @@ def test_data_is_the_live_snapshot(server, client):
     assert 0 < iris["p50_ms"] <= iris["p95_ms"] <= iris["p99_ms"]
     assert (iris["batch_size_max"], hp2["batch_size_mean"]) == (2, 3.0)
     assert len(iris["series"]) == 60 and sum(p["requests"] for p in iris["series"]) == 206
+    # By signature: the same requests, apart (each of these models has one, and a request failing before a
+    # signature was resolved would count under "").
+    assert sum(sig["requests"] for sig in iris["signatures"].values()) == 206
+    assert iris["signatures"]["serving_default"]["requests"] >= 200
+    assert hp2["signatures"]["serving_default"]["p50_ms"] > 0
+
+
+@needs_chromium
+def test_dashboard_shows_each_signature(server, client, tmp_path):
+    send_traffic(client(server))
+    dom = chromium(tmp_path, "--dump-dom", f"{server.url}/dashboard")
+    table = re.search(r'<table class="signatures" data-model="iris_classifier">(.*?)</table>', dom, re.S)
+    assert table is not None, dom[:3000]
+    assert re.search(r'<tr data-signature="serving_default"><td>serving_default</td><td>[0-9.]+</td>', table.group(1))
 
 
 @needs_chromium

@@ -47,6 +47,10 @@ def test_metrics_count_requests_rows_and_outcomes(server, client):
     assert metric(c, "tensorgate_requests_total", model="half_plus_two", version="1", protocol="v1", outcome="success") == 2
     assert metric(c, "tensorgate_requests_total", model="iris_classifier", version="2", protocol="v2", outcome="success") == 1
     assert metric(c, "tensorgate_requests_total", model="iris_classifier", protocol="v2", outcome="client_error") == 1
+    # The signature a request ran (or failed on) is a label; one that failed before a signature was resolved: "".
+    assert metric(c, "tensorgate_requests_total", model="half_plus_two", signature="serving_default") == 2
+    assert metric(c, "tensorgate_request_duration_seconds_count", model="iris_classifier", signature="serving_default") == 2
+    assert metric(c, "tensorgate_requests_total", model="", signature="", outcome="client_error") == 1
     # A made-up model name never becomes a label value.
     assert "no_such_model" not in text
     assert metric(c, "tensorgate_requests_total", model="", outcome="client_error") == 1

@@ -289,3 +289,23 @@ def test_the_number_of_models_is_bounded():
     models = stats.snapshot()["models"]
     assert len(models) == 50
     assert "model499" in models  # the most recently seen are kept
+
+
+def test_a_models_signatures_are_summarised_apart_and_together():
+    stats, clock = make()
+    for i in range(1, 101):
+        stats.record_request("m", "1", "v2", i / 1000, True, signature="serving_default")
+    for _ in range(10):
+        stats.record_request("m", "1", "v1", 0.5, False, signature="classify")
+    stats.record_request("m", "1", "v1", 0.001, False)  # failed before its signature was resolved
+    clock.now += 1
+    model = stats.snapshot()["models"]["m"]
+    signatures = model["signatures"]
+    assert set(signatures) == {"serving_default", "classify", ""}
+    assert signatures["serving_default"]["requests"] == 100 and signatures["serving_default"]["errors"] == 0
+    assert signatures["serving_default"]["p50_ms"] == pytest.approx(50.0)
+    assert signatures["serving_default"]["p99_ms"] == pytest.approx(99.0)
+    assert signatures["classify"]["error_rate"] == 1.0 and signatures["classify"]["p50_ms"] == pytest.approx(500.0)
+    # The model's percentiles are over all of its requests: 111 of them, the 10 slow ones at the top.
+    assert model["requests"] == 111 and model["p50_ms"] == pytest.approx(55.0) and model["p95_ms"] == pytest.approx(500.0)
+    assert model["series"][-1]["p99_ms"] == pytest.approx(500.0)  # the bucket holding them all

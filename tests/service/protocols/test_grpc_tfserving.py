@@ -228,7 +228,8 @@ def test_model_status(models):
 def test_grpc_requests_are_counted_under_their_protocol(server, predictions):
     predictions.Predict(predict_request("half_plus_two", {"x": np.array([[1.0]], np.float32)}))
     text = httpx.get(f"{server.url}/metrics").text
-    assert 'tensorgate_requests_total{model="half_plus_two",outcome="success",protocol="grpc",version="1"}' in text
+    assert ('tensorgate_requests_total{model="half_plus_two",outcome="success",protocol="grpc",'
+            'signature="serving_default",version="1"}') in text
 
 
 # --- reloading the model server config ---------------------------------------------------------------
