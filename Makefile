@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: serve test bench protos fuzz clean
+.PHONY: serve test bench protos fuzz clean image e2e-k8s
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,17 @@ test: $(VENV)/.dev
 bench: $(VENV)/.base
 	$(PY) bench/engine_bench.py
 	$(PY) bench/optimizer_bench.py
+
+# The CPU image from the Dockerfile; where no registry can be reached, on a Python base made from Debian
+# (deploy/image/build.sh: debootstrap once), with its size and start-to-ready time.
+image:
+	deploy/image/build.sh
+
+# The image and the chart on a real single-node Kubernetes (../shared/k8s builds it once): install, the
+# protocols with real clients, hot reload from the volume, upgrades and pod deletions under load. Not in `make test`.
+e2e-k8s: $(VENV)/.dev
+	deploy/e2e/k8s.sh
+	deploy/e2e/k8s.sh --interface tfserving
 
 # Coverage-guided fuzzing (tools/fuzz/fuzz.py): FUZZ_TARGET is all or one of graph_def, saved_model,
 # tensor_bundle, example, tfrecord, v2_binary; crashes land in .fuzz/crashes/<target>/. atheris is no

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -56,6 +57,19 @@ from service.settings import Settings, check_device_available
 __all__ = ["create_app", "TensorgateApp"]
 
 log = logging.getLogger("tensorgate.app")
+
+def _closing_connection(send: Send) -> Send:
+    """`send`, its response saying `Connection: close`: while the server drains, a keep-alive connection ends
+    cleanly after its response (the client opens its next one elsewhere: another replica), instead of being
+    closed idle under a request the client is just sending (a reset). uvicorn honours the header."""
+
+    async def closing(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+        await send(message)
+
+    return closing
+
 
 def _error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
@@ -118,6 +132,9 @@ class TensorgateApp(FastAPI):
             scope["tensorgate.traced"] = True  # marks the request as traced, on its way back here
             await self.tracing.http(scope, receive, send, self)
             return
+        if scope["type"] == "http" and self.state.plane.draining:
+            send = _closing_connection(send)
+            self.state.plane.last_draining_request = time.monotonic()
         if self.cors is not None and scope.get("cors") is None:
             scope["cors"] = True  # marks the request as passed through, on its way back here
             await self.cors(scope, receive, send)

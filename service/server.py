@@ -3,9 +3,11 @@
 
 A graceful shutdown (SIGTERM or SIGINT in the foreground, `stop()` in the background) goes, in order:
 readiness fails (HTTP `/v2/health/ready` 503, gRPC health NOT_SERVING for every service name, KServe's
-ServerReady false); the listeners close (HTTP and gRPC: new connections are refused) and idle keep-alive
-connections with them, while a connection with a request in flight finishes it and closes after its
-response (`Connection: close`), never reset mid-request; requests in flight, those waiting in batch queues
+ServerReady false); the listeners close (HTTP and gRPC: new connections are refused); every HTTP response
+from then on says `Connection: close`, so that keep-alive connections still sending requests end after an
+answer (for up to 2 s, until no request came for 0.25 s) rather than being closed under a request the client is
+sending; then the idle ones close, and a connection with a request in flight finishes it and closes after its
+response, never reset mid-request; requests in flight, those waiting in batch queues
 included, finish within `shutdown_grace_s`; past it, those still waiting get 503, and the process exits
 even if a computation it cannot interrupt is still running. A second SIGINT exits at once.
 """
@@ -41,6 +43,10 @@ log = logging.getLogger("tensorgate.server")
 # After the grace, requests still waiting are answered 503: this long is left for those answers to be
 # sent before uvicorn cancels what remains (a client still sending its body, say).
 _ANSWER_MARGIN_S = 1.0
+# A shutdown first lets busy keep-alive connections close themselves after a response (at most this long), and
+# counts a connection as done with once no request came on any for _QUIET_S (see _drain_keep_alive).
+_DRAIN_S = 2.0
+_QUIET_S = 0.25
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -127,11 +133,33 @@ class TensorgateServer(uvicorn.Server):
             stopping_grpc = asyncio.ensure_future(state.grpc_server.stop(grace_s + _ANSWER_MARGIN_S))
         grace_end = asyncio.get_running_loop().call_later(grace_s, self._end_grace)
         try:
+            await self._drain_keep_alive(min(_DRAIN_S, grace_s))
             await super().shutdown(sockets)  # HTTP: close the listeners, finish requests, lifespan shutdown
         finally:
             grace_end.cancel()
             if stopping_grpc is not None:
                 await stopping_grpc
+
+    async def _drain_keep_alive(self, limit_s: float) -> None:
+        """Stop accepting, then let busy keep-alive connections end themselves: every response now says
+        `Connection: close` (service.app), so a client sending request after request on one connection gets its
+        answer and reconnects (to another replica, once Kubernetes has taken this one out of the Service) rather
+        than having the connection closed under its next request. Done when no request came for _QUIET_S (at
+        once when none came lately), or after `limit_s`; then uvicorn closes what is left, idle."""
+        for server in self.servers:
+            server.close()  # new connections are refused from now on
+        for connection in self.server_state.connections:
+            # A request already in flight closes its connection after its answer too, as uvicorn's own shutdown
+            # does (its protocols' `cycle`); those arriving from now on are told by the app (service.app).
+            cycle = getattr(connection, "cycle", None)
+            if cycle is not None and not cycle.response_complete:
+                cycle.keep_alive = False
+        plane, loop = self.app_state.plane, asyncio.get_running_loop()
+        end = loop.time() + limit_s
+        while loop.time() < end and self.server_state.connections:
+            if time.monotonic() - plane.last_draining_request >= _QUIET_S and not self.server_state.tasks:
+                break
+            await asyncio.sleep(0.02)
 
     def _end_grace(self) -> None:
         plane = self.app_state.plane

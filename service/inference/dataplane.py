@@ -172,6 +172,7 @@ class DataPlane:
         self.stats = stats
         self._pool = AdmissionPool(threads, max_queued)
         self.draining = False  # the server is shutting down: readiness fails from then on
+        self.last_draining_request = 0.0  # monotonic time of the last HTTP request while draining (service.server)
         self._grace_over = False
         self._waiting = 0  # requests awaiting a result in `wait`
         self._aborted: asyncio.Future | None = None  # done when the shutdown's grace period ends

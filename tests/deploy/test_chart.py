@@ -338,6 +338,7 @@ def test_helm_test_pod_calls_the_health_endpoints(render, variant):
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     (script,) = pod["spec"]["containers"][0]["args"]
     assert "://tg-tensorgate:8000" in script and "/v2/health/ready" in script and "/v2/health/live" in script
+    assert '"TG_TENSORGATE_SERVICE_HOST"' in script  # the Service's address without cluster DNS
     compile(script, "test-health", "exec")  # the rendered script is Python
 
 
@@ -434,3 +435,21 @@ def test_a_termination_period_shorter_than_the_shutdown_fails_to_render(helm):
     for args, reason in cases.items():
         result = run_helm(helm, "template", "tg", str(CHART), *args)
         assert result.returncode != 0 and reason in result.stderr, (args, result.stderr)
+
+
+def test_kubernetes_1_20_gets_the_apis_it_has(helm, render):
+    """The oldest supported Kubernetes (1.20, which deploy/e2e/k8s.sh installs the chart into; kubernetes-validate
+    has no schemas that old): autoscaling/v2beta2 and policy/v1beta1 where 1.23's and 1.21's APIs are missing,
+    HTTP probes where gRPC probes (1.24) are. Current versions keep today's APIs; older ones are refused."""
+    old = ("--kube-version", "1.20.2", *PROFILES["autoscaling"], *GRPC_PROBES, "--set", "podDisruptionBudget.enabled=true")
+    objects = render(*old)
+    assert find(objects, "HorizontalPodAutoscaler")["apiVersion"] == "autoscaling/v2beta2"
+    assert find(objects, "PodDisruptionBudget")["apiVersion"] == "policy/v1beta1"
+    container = server(objects)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready" and "grpc" not in container["livenessProbe"]
+    current = render(*PROFILES["autoscaling"], *GRPC_PROBES, "--set", "podDisruptionBudget.enabled=true")
+    assert find(current, "HorizontalPodAutoscaler")["apiVersion"] == "autoscaling/v2"
+    assert find(current, "PodDisruptionBudget")["apiVersion"] == "policy/v1"
+    assert "grpc" in server(current)["readinessProbe"]
+    too_old = run_helm(helm, "template", "tg", str(CHART), "--kube-version", "1.19.0")
+    assert too_old.returncode != 0 and "kubeVersion" in too_old.stderr + too_old.stdout

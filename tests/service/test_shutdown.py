@@ -192,3 +192,39 @@ def test_a_grace_shorter_than_the_work_exits_after_the_grace_with_errors_for_the
     assert any(call.response.status_code == 503 for call in calls[:-1])
     assert calls[-1].error is not None and calls[-1].error.code() == grpc.StatusCode.UNAVAILABLE
     assert "grace period" in served.log()
+
+
+def test_busy_keep_alive_connections_end_after_an_answer_not_under_a_request(repository):
+    """Clients sending request after request on kept-alive connections (hey, a pooled client) when SIGTERM comes:
+    each connection is told `Connection: close` with an answer and ends there; none is closed under a request
+    the client was sending (a reset, which is what a rolling update on Kubernetes showed before: 4 of 169,038)."""
+    with ServedProcess(repository, TENSORGATE_SHUTDOWN_GRACE_S="10") as served:
+        outcomes: list[list[str]] = [[] for _ in range(4)]
+        stop = threading.Event()
+
+        def client(log: list[str]) -> None:
+            with httpx.Client(base_url=served.url, timeout=30) as http:
+                while not stop.is_set():
+                    try:
+                        r = http.post("/v1/models/slow:predict", json={"instances": _rows(1, 1).tolist()})
+                    except httpx.TransportError as e:
+                        log.append(type(e).__name__)
+                        return
+                    log.append(str(r.status_code))
+                    if r.headers.get("connection") == "close":
+                        # Told to go: its next connection would reach another replica (the Service no longer
+                        # lists this one); a new one to this server would race its closing listener.
+                        log.append("close")
+                        return
+
+        threads = [threading.Thread(target=client, args=(log,), daemon=True) for log in outcomes]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        served.terminate()
+        for t in threads:
+            t.join(timeout=20)
+        stop.set()
+        assert served.proc.wait(timeout=20) == 0
+    for log in outcomes:
+        assert len(log) > 2 and set(log[:-1]) == {"200"} and log[-1] == "close", log[-5:]  # no reset, no error
