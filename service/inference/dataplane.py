@@ -377,7 +377,7 @@ class DataPlane:
         obs.queue_s, obs.compute_s = queue_s, compute_s
         obs.rows = next((a.shape[0] for a in feeds.values() if a.ndim), 1)
         if obs.trace is not None:
-            self._trace_run(obs, submitted_ns, signature)
+            self._trace_run(obs, submitted_ns)
         # Whoever encodes the outputs holds them to `response_limit` by its encoding (routes, gRPC
         # handlers, service.inference.examples), once per request.
         grouped = _grouped(specs, values)
@@ -386,14 +386,14 @@ class DataPlane:
         return InferResult(servable.model, servable.version, signature, grouped, servable.output_labels)
 
     @staticmethod
-    def _trace_run(obs: Observation, submitted_ns: int, signature: Signature) -> None:
+    def _trace_run(obs: Observation, submitted_ns: int) -> None:
         """The queue and compute spans of a request that ran (the compute linked to its batch's span)."""
         trace = obs.trace
         started = submitted_ns + int(obs.queue_s * 1e9)
         trace.child("queue", submitted_ns, started)
         batch_rows = trace.batch_rows or obs.rows
         trace.child("compute", started, started + int(obs.compute_s * 1e9),
-                    {"tensorgate.signature": signature.name, "tensorgate.batch_size": batch_rows},
+                    {"tensorgate.signature": obs.signature, "tensorgate.batch_size": batch_rows},
                     links=() if trace.batch is None else (trace.batch,))
 
     def _run_timed(self, servable: Servable, feeds, fetches, key: tuple, submitted: float

@@ -8,12 +8,11 @@ import json
 import queue
 import shutil
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.service.conftest import EXAMPLES
+from tests.service.local_http import LocalHTTPServer, QuietHandler
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
@@ -51,7 +50,7 @@ class PageServer:
         self.reports: queue.Queue = queue.Queue()
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 page = (PAGE % {"api": json.dumps(owner.api)}).encode()
                 self.send_response(200)
@@ -65,13 +64,9 @@ class PageServer:
                 self.send_response(204)
                 self.end_headers()
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http = LocalHTTPServer(Handler)
         # "localhost" against the API's 127.0.0.1: another host and port, so another origin to the browser.
-        self.origin = f"http://localhost:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.origin = f"http://localhost:{self.http.port}"
 
     def visit(self, tmp_path) -> dict:
         """Open the page in headless Chromium and return its report."""
@@ -85,8 +80,7 @@ class PageServer:
             browser.wait(10)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 @pytest.fixture

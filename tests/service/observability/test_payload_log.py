@@ -9,7 +9,6 @@ import json
 import shutil
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import httpx
@@ -20,6 +19,7 @@ from service.observability.payload_log import JsonBody, PayloadLogger, PayloadRe
 from service.protocols.grpc.services import PREDICTION_SERVICE, Stub
 from service.protocols.proto import model_pb2, predict_pb2
 from tests.service.conftest import EXAMPLES
+from tests.service.local_http import LocalHTTPServer, QuietHandler
 from tests.service.test_many_models import _metric as metric
 
 
@@ -31,7 +31,7 @@ class Sink:
         self.lock = threading.Lock()
         sink = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 time.sleep(delay_s)
@@ -41,12 +41,8 @@ class Sink:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/events"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.http = LocalHTTPServer(Handler, port)
+        self.url = f"http://127.0.0.1:{self.http.port}/events"
 
     def wait_for(self, count: int, timeout_s: float = 10.0) -> list[tuple[dict, bytes]]:
         deadline = time.monotonic() + timeout_s
@@ -58,8 +54,7 @@ class Sink:
         raise AssertionError(f"{len(self.events)} events received, {count} expected")
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 @pytest.fixture

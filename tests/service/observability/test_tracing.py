@@ -7,13 +7,13 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 
 from service.observability.tracing import tracing_wanted
 from tests.service.conftest import EXAMPLES
+from tests.service.local_http import LocalHTTPServer, QuietHandler
 
 trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
@@ -31,7 +31,7 @@ class Collector:
         self.lock = threading.Lock()
         collector = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 request = trace_service.ExportTraceServiceRequest.FromString(body)
@@ -46,12 +46,8 @@ class Collector:
                 self.end_headers()
                 self.wfile.write(reply)
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1/traces"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.http = LocalHTTPServer(Handler)
+        self.url = f"http://127.0.0.1:{self.http.port}/v1/traces"
 
     def wait_for(self, predicate, timeout_s: float = 15.0) -> list:
         deadline = time.monotonic() + timeout_s
@@ -64,8 +60,7 @@ class Collector:
         raise AssertionError(f"spans not received: {[s.name for s in spans]}")
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 @pytest.fixture
